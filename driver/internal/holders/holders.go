@@ -1,0 +1,78 @@
+// Package holders remembers which pod on this node holds each copy.
+//
+// The kernel is the source of truth: the index is seeded from the mount
+// table at start and every recorded holder is confirmed against the kernel
+// before it is believed, so the answer stays right after a driver restart, a
+// crash, or an unmount made by hand. The index only saves reading the whole
+// mount table on every request.
+package holders
+
+import (
+	"regexp"
+	"sync"
+)
+
+// Holder is the pod that has a copy mounted on this node.
+type Holder struct {
+	// Target is the path the copy is mounted at.
+	Target string
+	// Pod names the pod: "namespace/name" when kubelet passed pod info,
+	// otherwise "pod uid <uid>" read from the target path.
+	Pod string
+}
+
+// Index maps volume handles to their holders. It is safe for concurrent use;
+// callers serialise work on one handle themselves.
+type Index struct {
+	mu sync.Mutex
+	m  map[string]Holder
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index { return &Index{m: map[string]Holder{}} }
+
+// Get returns the recorded holder of handle, if any.
+func (i *Index) Get(handle string) (Holder, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	h, ok := i.m[handle]
+	return h, ok
+}
+
+// Set records the holder of handle.
+func (i *Index) Set(handle string, h Holder) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.m[handle] = h
+}
+
+// Forget drops the record of handle.
+func (i *Index) Forget(handle string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	delete(i.m, handle)
+}
+
+// Len is the number of recorded holders.
+func (i *Index) Len() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return len(i.m)
+}
+
+// kubelet mounts CSI volumes at
+// /var/lib/kubelet/pods/<pod-uid>/volumes/kubernetes.io~csi/<pv>/mount.
+var podUIDInTarget = regexp.MustCompile(`/pods/([0-9a-fA-F-]+)/volumes/`)
+
+// PodName names the pod behind a publish request: from kubelet's pod info
+// when the CSIDriver asks for it (podInfoOnMount), else from the target path.
+func PodName(volumeContext map[string]string, target string) string {
+	ns, name := volumeContext["csi.storage.k8s.io/pod.namespace"], volumeContext["csi.storage.k8s.io/pod.name"]
+	if ns != "" && name != "" {
+		return ns + "/" + name
+	}
+	if m := podUIDInTarget.FindStringSubmatch(target); m != nil {
+		return "pod uid " + m[1]
+	}
+	return "the pod using " + target
+}

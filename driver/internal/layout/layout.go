@@ -1,0 +1,74 @@
+// Package layout maps volume handles to the directories that hold a node's
+// copies, and refuses every handle that is not a PersistentVolume name.
+//
+// A node's root directory looks like this:
+//
+//	<root>/volumes/<handle>/data   the copy, bind-mounted into the holder pod
+//	<root>/volumes/<handle>/...    bookkeeping next to the copy (never mounted)
+//	<root>/trash/                  copies being removed in the background
+//
+// The handle is the only caller-controlled part of any path, so Validate is
+// the single gate that keeps every path inside the root.
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ErrInvalidHandle is wrapped by every error Validate returns.
+var ErrInvalidHandle = errors.New("invalid volume handle")
+
+// Validate accepts exactly the names Kubernetes accepts for a
+// PersistentVolume: a DNS-1123 subdomain of at most 253 characters.
+func Validate(handle string) error {
+	if handle == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidHandle)
+	}
+	if msgs := validation.IsDNS1123Subdomain(handle); len(msgs) > 0 {
+		return fmt.Errorf("%w %q: must be a PersistentVolume name (%s)", ErrInvalidHandle, handle, msgs[0])
+	}
+	return nil
+}
+
+// Layout is the directory tree under one node's root.
+type Layout struct {
+	root string
+}
+
+// New returns the layout under root, which must be an absolute path.
+func New(root string) (Layout, error) {
+	if !filepath.IsAbs(root) {
+		return Layout{}, fmt.Errorf("root %q is not an absolute path", root)
+	}
+	return Layout{root: filepath.Clean(root)}, nil
+}
+
+// Root is the node's root directory.
+func (l Layout) Root() string { return l.root }
+
+// VolumesDir holds one directory per handle this node has a copy of.
+func (l Layout) VolumesDir() string { return filepath.Join(l.root, "volumes") }
+
+// TrashDir holds copies that were made unreachable and are being removed.
+func (l Layout) TrashDir() string { return filepath.Join(l.root, "trash") }
+
+// VolumeDir is the directory of one handle: the copy and its bookkeeping.
+func (l Layout) VolumeDir(handle string) (string, error) {
+	if err := Validate(handle); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.VolumesDir(), handle), nil
+}
+
+// CopyDir is the directory bind-mounted into the pod that holds the copy.
+func (l Layout) CopyDir(handle string) (string, error) {
+	dir, err := l.VolumeDir(handle)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "data"), nil
+}

@@ -1,0 +1,89 @@
+// Package mounts bind-mounts a node's copies into pods and reads the kernel's
+// mount table to tell who holds a copy.
+//
+// Binding is two mount(2) calls (bind, then a read-only remount when asked),
+// done directly rather than by exec'ing mount(8): it is what mount(8) would
+// do, it costs microseconds instead of milliseconds, and the image needs no
+// mount binary. Mount-point checks and mount-table parsing come from
+// k8s.io/mount-utils.
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+	mountutils "k8s.io/mount-utils"
+)
+
+// Mounter is what the node server needs from the kernel.
+type Mounter interface {
+	// Bind mounts source at target (an existing directory), read-only if asked.
+	Bind(source, target string, readonly bool) error
+	// Unmount detaches the mount at target.
+	Unmount(target string) error
+	// IsMountPoint reports whether path is a mount point; a missing path is not.
+	IsMountPoint(path string) (bool, error)
+}
+
+// Kernel is the Mounter that talks to the running kernel.
+type Kernel struct {
+	utils *mountutils.Mounter
+}
+
+// NewKernel returns the real Mounter.
+func NewKernel() *Kernel {
+	return &Kernel{utils: mountutils.New("").(*mountutils.Mounter)}
+}
+
+// Bind implements Mounter.
+func (k *Kernel) Bind(source, target string, readonly bool) error {
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
+	}
+	if !readonly {
+		return nil
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	if err := unix.Mount("", target, "", flags, ""); err != nil {
+		// Never leave a writable mount behind a read-only request.
+		_ = unix.Unmount(target, 0)
+		return fmt.Errorf("remount %s read-only: %w", target, err)
+	}
+	return nil
+}
+
+// Unmount implements Mounter.
+func (k *Kernel) Unmount(target string) error {
+	if err := unix.Unmount(target, 0); err != nil {
+		return fmt.Errorf("unmount %s: %w", target, err)
+	}
+	return nil
+}
+
+// IsMountPoint implements Mounter with mount-utils' fast check (statx and
+// openat2 on current kernels), which also sees bind mounts within one
+// filesystem.
+func (k *Kernel) IsMountPoint(path string) (bool, error) {
+	mounted, err := k.utils.IsMountPoint(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return mounted, err
+}
+
+// SameDir reports whether a and b are the same directory, which for a bind
+// mount target means "this target shows that copy".
+func SameDir(a, b string) (bool, error) {
+	ai, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	bi, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(ai, bi), nil
+}

@@ -1,0 +1,62 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"liken.sh/per-node/driver/internal/holders"
+	"liken.sh/per-node/driver/internal/layout"
+)
+
+var (
+	// ErrHeld means another pod on this node holds the copy.
+	ErrHeld = errors.New("copy is held by another pod on this node")
+	// ErrNotFound means the copy, or its mount at the given path, does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+// HeldError says who holds a copy that a second pod asked for.
+type HeldError struct {
+	Handle string
+	Holder holders.Holder
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("volume %q is held on this node by pod %s (mounted at %s)", e.Handle, e.Holder.Pod, e.Holder.Target)
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// invalid is the status for a request that is wrong whatever the node's state.
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// toStatus turns a helper's error into the one status the RPC returns.
+func (s *Server) toStatus(op, handle string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var held *HeldError
+	switch {
+	case errors.As(err, &held):
+		return status.Errorf(codes.FailedPrecondition,
+			"%s: one pod per node may use a per-node volume; this pod will start once %s leaves node %s",
+			held.Error(), held.Holder.Pod, s.nodeID)
+	case errors.Is(err, layout.ErrInvalidHandle):
+		return status.Errorf(codes.InvalidArgument,
+			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)
+	case errors.Is(err, ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s volume %q: %v", op, handle, err)
+	default:
+		return status.Errorf(codes.Internal, "%s volume %q on node %s: %v; see the per-node driver log on that node",
+			op, handle, s.nodeID, err)
+	}
+}

@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+
+	"liken.sh/per-node/driver/internal/mounts"
+)
+
+// These tests make real bind mounts: they must run as root (make test does
+// in CI). They fail, rather than skip, without it.
+func newTestServer(t *testing.T) (*Server, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("node tests make real bind mounts and must run as root")
+	}
+	dir := t.TempDir()
+	s, err := New(Config{NodeID: "worker-a", Version: "test", Root: filepath.Join(dir, "root"), Mounter: mounts.NewKernel()})
+	assert.NilError(t, err)
+	return s, dir
+}
+
+func mountCap() *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+}
+
+func publishReq(handle, target, pod string) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{
+		VolumeId: handle, TargetPath: target, VolumeCapability: mountCap(),
+		VolumeContext: map[string]string{
+			"csi.storage.k8s.io/pod.namespace": "example",
+			"csi.storage.k8s.io/pod.name":      pod,
+		},
+	}
+}
+
+// podTarget is where kubelet would mount handle for the pod with uid.
+func podTarget(dir, uid, handle string) string {
+	return filepath.Join(dir, "kubelet/pods", uid, "volumes/kubernetes.io~csi", handle, "mount")
+}
+
+func unpublish(t *testing.T, s *Server, handle, target string) {
+	t.Helper()
+	_, err := s.NodeUnpublishVolume(context.Background(), unpublishRequest(handle, target))
+	assert.NilError(t, err)
+}
+
+func unpublishRequest(handle, target string) *csi.NodeUnpublishVolumeRequest {
+	return &csi.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}
+}
+
+func assertCode(t *testing.T, err error, want codes.Code) {
+	t.Helper()
+	assert.Assert(t, err != nil, "expected %s, got success", want)
+	st, ok := status.FromError(err)
+	assert.Assert(t, ok, "not a status error: %v", err)
+	assert.Equal(t, st.Code(), want, "message: %s", st.Message())
+}
+
+func TestPublishRefusesBadRequestsAndChangesNothing(t *testing.T) {
+	s, dir := newTestServer(t)
+	target := podTarget(dir, "1111", "x")
+	block := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	for _, tc := range []struct {
+		name   string
+		handle string
+		target string
+		cap    *csi.VolumeCapability
+	}{
+		{"empty handle", "", target, mountCap()},
+		{"dot dot", "..", target, mountCap()},
+		{"slash", "a/b", target, mountCap()},
+		{"absolute", "/abs", target, mountCap()},
+		{"upper case", "Store", target, mountCap()},
+		{"space", "a b", target, mountCap()},
+		{"NUL", "a\x00b", target, mountCap()},
+		{"over-long", strings.Repeat("a", 254), target, mountCap()},
+		{"no target", "store", "", mountCap()},
+		{"relative target", "store", "rel/target", mountCap()},
+		{"no capability", "store", target, nil},
+		{"block", "store", target, block},
+		{"no access type", "store", target, &csi.VolumeCapability{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{
+				VolumeId: tc.handle, TargetPath: tc.target, VolumeCapability: tc.cap,
+			})
+			assertCode(t, err, codes.InvalidArgument)
+			copies, err := os.ReadDir(s.layout.VolumesDir())
+			assert.NilError(t, err)
+			assert.Check(t, is.Len(copies, 0), "a refused request created a copy")
+			_, err = os.Stat(target)
+			assert.Check(t, errors.Is(err, os.ErrNotExist), "a refused request created the target")
+		})
+	}
+}
+
+func TestPublishGivesEachNodeItsOwnCopyThatOutlivesThePod(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	target := podTarget(dir, "1111", "store")
+
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+	assert.NilError(t, err)
+	entries, err := os.ReadDir(target)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(entries, 0), "the first pod on a node gets an empty directory")
+	assert.NilError(t, os.WriteFile(filepath.Join(target, "record"), []byte("1"), 0o644))
+
+	// kubelet retries: same target is a success and mounts nothing new.
+	_, err = s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+	assert.NilError(t, err)
+
+	unpublish(t, s, "store", target)
+	_, err = os.Stat(target)
+	assert.Check(t, errors.Is(err, os.ErrNotExist), "unpublish removes the target")
+	unpublish(t, s, "store", target) // idempotent
+
+	later := podTarget(dir, "2222", "store")
+	_, err = s.NodePublishVolume(ctx, publishReq("store", later, "store-b"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", later) })
+	got, err := os.ReadFile(filepath.Join(later, "record"))
+	assert.NilError(t, err, "a later pod on the node finds the node's copy")
+	assert.Equal(t, string(got), "1")
+}
+
+func TestPublishReadOnly(t *testing.T) {
+	s, dir := newTestServer(t)
+	target := podTarget(dir, "1111", "store")
+	req := publishReq("store", target, "reader")
+	req.Readonly = true
+	_, err := s.NodePublishVolume(context.Background(), req)
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	err = os.WriteFile(filepath.Join(target, "f"), nil, 0o644)
+	assert.ErrorContains(t, err, "read-only")
+}
+
+func TestSecondHolderOnTheNodeIsRefusedByName(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	first, second := podTarget(dir, "1111", "store"), podTarget(dir, "2222", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", first, "store-a"))
+	assert.NilError(t, err)
+
+	_, err = s.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
+	assertCode(t, err, codes.FailedPrecondition)
+	assert.ErrorContains(t, err, "example/store-a")
+
+	// Another handle is not affected.
+	other := podTarget(dir, "2222", "other")
+	_, err = s.NodePublishVolume(ctx, publishReq("other", other, "store-b"))
+	assert.NilError(t, err)
+	unpublish(t, s, "other", other)
+
+	unpublish(t, s, "store", first)
+	_, err = s.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
+	assert.NilError(t, err, "the second pod starts once the first leaves")
+	unpublish(t, s, "store", second)
+}
+
+func TestHolderIsReadFromTheKernelAfterRestartAndHandUnmount(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	first, second := podTarget(dir, "0b6f1c2e", "store"), podTarget(dir, "2222", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", first, "store-a"))
+	assert.NilError(t, err)
+
+	// A restarted driver knows nothing but the kernel's mount table.
+	restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel()})
+	assert.NilError(t, err)
+	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
+	assertCode(t, err, codes.FailedPrecondition)
+	assert.ErrorContains(t, err, "pod uid 0b6f1c2e")
+
+	// An unmount by hand frees the copy.
+	assert.NilError(t, mounts.NewKernel().Unmount(first))
+	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
+	assert.NilError(t, err)
+	unpublish(t, restarted, "store", second)
+}
+
+func TestConcurrentPublishesOfOneHandleHaveOneWinner(t *testing.T) {
+	s, dir := newTestServer(t)
+	const pods = 8
+	codesSeen := make([]codes.Code, pods)
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.NodePublishVolume(context.Background(),
+				publishReq("store", podTarget(dir, string(rune('a'+i)), "store"), "p"))
+			codesSeen[i] = status.Code(err)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, c := range codesSeen {
+		switch c {
+		case codes.OK:
+			won++
+			t.Cleanup(func() { unpublish(t, s, "store", podTarget(dir, string(rune('a'+i)), "store")) })
+		case codes.FailedPrecondition:
+		default:
+			t.Errorf("publish %d: unexpected code %s", i, c)
+		}
+	}
+	assert.Equal(t, won, 1, "codes: %v", codesSeen)
+}
+
+func TestVolumeStats(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	target := podTarget(dir, "1111", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	assert.NilError(t, os.WriteFile(filepath.Join(target, "f"), make([]byte, 64<<10), 0o644))
+
+	resp, err := s.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "store", VolumePath: target})
+	assert.NilError(t, err)
+	bytes, inodes := resp.GetUsage()[0], resp.GetUsage()[1]
+	assert.Equal(t, bytes.GetUnit(), csi.VolumeUsage_BYTES)
+	assert.Assert(t, bytes.GetUsed() >= 64<<10, "used %d", bytes.GetUsed())
+	assert.Assert(t, bytes.GetTotal() >= bytes.GetUsed())
+	assert.Equal(t, inodes.GetUsed(), int64(2)) // the copy's directory and f
+
+	for _, tc := range []struct {
+		name, handle, path string
+		want               codes.Code
+	}{
+		{"unknown volume", "fake-vol-id", target, codes.NotFound},
+		{"not mounted there", "store", filepath.Join(dir, "elsewhere"), codes.NotFound},
+		{"no path", "store", "", codes.InvalidArgument},
+		{"bad handle", "../store", target, codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: tc.handle, VolumePath: tc.path})
+			assertCode(t, err, tc.want)
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	s, _ := newTestServer(t)
+	ctx := context.Background()
+	info, err := s.GetPluginInfo(ctx, nil)
+	assert.NilError(t, err)
+	assert.Equal(t, info.GetName(), "per-node.liken.sh")
+	caps, err := s.GetPluginCapabilities(ctx, nil)
+	assert.NilError(t, err)
+	assert.Check(t, is.Len(caps.GetCapabilities(), 0), "no controller service is advertised")
+	node, err := s.NodeGetInfo(ctx, nil)
+	assert.NilError(t, err)
+	assert.Equal(t, node.GetNodeId(), "worker-a")
+}
+
+func TestHeldErrorIs(t *testing.T) {
+	var err error = &HeldError{Handle: "store"}
+	assert.Assert(t, errors.Is(err, ErrHeld))
+}

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/holders"
+	"liken.sh/per-node/driver/internal/mounts"
+)
+
+// publication is one validated NodePublishVolume request.
+type publication struct {
+	handle, target, pod string
+	readonly            bool
+}
+
+// publish mounts the copy for p.pod unless another pod holds it. The caller
+// holds the handle's lock.
+func (s *Server) publish(_ context.Context, p publication) error {
+	copyDir, err := s.layout.CopyDir(p.handle)
+	if err != nil {
+		return err
+	}
+	if h, ok := s.confirmedHolder(p.handle, copyDir); ok {
+		if h.Target == p.target {
+			return nil // kubelet retried a publish that already succeeded
+		}
+		return &HeldError{Handle: p.handle, Holder: h}
+	}
+	if err := s.ensureCopy(p.handle, copyDir); err != nil {
+		return err
+	}
+	fresh, err := makeTarget(p.target)
+	if err != nil {
+		return err
+	}
+	shows := false
+	if !fresh { // a target that existed may already show the copy
+		if shows, err = s.shows(p.target, copyDir); err != nil {
+			return err
+		}
+	}
+	if !shows {
+		if err := s.mounter.Bind(copyDir, p.target, p.readonly); err != nil {
+			return err
+		}
+	}
+	s.holders.Set(p.handle, holders.Holder{Target: p.target, Pod: p.pod})
+	return nil
+}
+
+// makeTarget creates the target directory and reports whether it is new.
+func makeTarget(target string) (bool, error) {
+	err := os.Mkdir(target, 0o750)
+	if errors.Is(err, fs.ErrNotExist) { // kubelet had not created the parent
+		err = os.MkdirAll(target, 0o750)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create target: %w", err)
+	}
+	return true, nil
+}
+
+// confirmedHolder returns the recorded holder of handle if the kernel still
+// shows the copy mounted there, and forgets a record the kernel disowns.
+func (s *Server) confirmedHolder(handle, copyDir string) (holders.Holder, bool) {
+	h, ok := s.holders.Get(handle)
+	if !ok {
+		return holders.Holder{}, false
+	}
+	shows, err := s.shows(h.Target, copyDir)
+	if err != nil || !shows {
+		klog.InfoS("Recorded holder no longer has the copy mounted; forgetting it",
+			"volume_id", handle, "target_path", h.Target, "pod", h.Pod, "err", err)
+		s.holders.Forget(handle)
+		return holders.Holder{}, false
+	}
+	return h, true
+}
+
+// shows reports whether target is a mount point that shows copyDir.
+func (s *Server) shows(target, copyDir string) (bool, error) {
+	mounted, err := s.mounter.IsMountPoint(target)
+	if err != nil || !mounted {
+		return false, err
+	}
+	same, err := mounts.SameDir(target, copyDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return same, err
+}
+
+// ensureCopy creates the node's empty copy on first use.
+func (s *Server) ensureCopy(handle, copyDir string) error {
+	if _, err := os.Stat(copyDir); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("inspect copy: %w", err)
+	}
+	if err := os.MkdirAll(copyDir, 0o777); err != nil {
+		return fmt.Errorf("create copy: %w", err)
+	}
+	// Pods run as any user; the copy is theirs to restrict.
+	if err := os.Chmod(copyDir, 0o777); err != nil {
+		return fmt.Errorf("open up copy: %w", err)
+	}
+	klog.InfoS("Created an empty copy", "volume_id", handle, "path", copyDir)
+	return nil
+}
+
+// unpublish unmounts target if it is mounted and removes it. The caller
+// holds the handle's lock.
+func (s *Server) unpublish(handle, target string) error {
+	mounted, err := s.mounter.IsMountPoint(target)
+	if err != nil {
+		return fmt.Errorf("check target: %w", err)
+	}
+	if mounted {
+		if err := s.mounter.Unmount(target); err != nil {
+			return err
+		}
+	}
+	if h, ok := s.holders.Get(handle); ok && h.Target == target {
+		s.holders.Forget(handle)
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove target: %w", err)
+	}
+	return nil
+}

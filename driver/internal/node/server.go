@@ -1,0 +1,136 @@
+// Package node serves the CSI Identity and Node services of
+// per-node.liken.sh: each node keeps its own copy of a volume, bind-mounts it
+// into at most one pod at a time, and keeps it after the pod leaves.
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+	mountutils "k8s.io/mount-utils"
+	"k8s.io/utils/keymutex"
+
+	"liken.sh/per-node/driver/internal/holders"
+	"liken.sh/per-node/driver/internal/layout"
+	"liken.sh/per-node/driver/internal/mounts"
+)
+
+// DriverName is the CSI driver name, as written in PersistentVolumes.
+const DriverName = "per-node.liken.sh"
+
+// Config is what a Server is built from.
+type Config struct {
+	// NodeID is the Kubernetes node name.
+	NodeID string
+	// Version is reported by GetPluginInfo.
+	Version string
+	// Root is the directory that holds this node's copies.
+	Root string
+	// Mounter is the kernel (tests may wrap it).
+	Mounter mounts.Mounter
+	// MountInfo is the mount table read at start; empty means /proc/self/mountinfo.
+	MountInfo string
+}
+
+// Server implements csi.IdentityServer and csi.NodeServer.
+type Server struct {
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+
+	nodeID  string
+	version string
+	layout  layout.Layout
+	mounter mounts.Mounter
+	holders *holders.Index
+	// locks serialises work on one handle. Hashing into many mutexes keeps
+	// unrelated volumes from waiting on each other.
+	locks keymutex.KeyMutex
+}
+
+// New prepares the root directory and learns, from the kernel's mount table,
+// which copies are mounted and where.
+func New(cfg Config) (*Server, error) {
+	if cfg.NodeID == "" {
+		return nil, fmt.Errorf("node id is empty")
+	}
+	if err := os.MkdirAll(cfg.Root, 0o750); err != nil {
+		return nil, fmt.Errorf("create root: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("resolve root: %w", err)
+	}
+	l, err := layout.New(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, dir := range []string{l.VolumesDir(), l.TrashDir()} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	s := &Server{
+		nodeID:  cfg.NodeID,
+		version: cfg.Version,
+		layout:  l,
+		mounter: cfg.Mounter,
+		holders: holders.NewIndex(),
+		locks:   keymutex.NewHashed(256),
+	}
+	if cfg.MountInfo == "" {
+		cfg.MountInfo = mounts.ProcSelfMountInfo
+	}
+	if err := s.seedHolders(cfg.MountInfo); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// seedHolders records every copy that the kernel shows mounted.
+func (s *Server) seedHolders(mountInfo string) error {
+	handles, err := s.Handles()
+	if err != nil {
+		return err
+	}
+	byDir := map[string]string{}
+	dirs := make([]string, 0, len(handles))
+	for _, h := range handles {
+		dir, _ := s.layout.CopyDir(h)
+		byDir[dir] = h
+		dirs = append(dirs, dir)
+	}
+	table, err := mountutils.ParseMountInfo(mountInfo)
+	if err != nil {
+		return fmt.Errorf("read mount table: %w", err)
+	}
+	for dir, targets := range mounts.BindTargets(table, dirs) {
+		handle := byDir[dir]
+		if len(targets) > 1 {
+			klog.InfoS("Copy is mounted at more than one target; the first is taken as its holder",
+				"volume_id", handle, "targets", targets)
+		}
+		h := holders.Holder{Target: targets[0], Pod: holders.PodName(nil, targets[0])}
+		s.holders.Set(handle, h)
+		klog.InfoS("Found a mounted copy", "volume_id", handle, "target_path", h.Target, "pod", h.Pod)
+	}
+	klog.InfoS("Node server ready", "root", s.layout.Root(), "copies", len(handles), "held", s.holders.Len())
+	return nil
+}
+
+// Handles lists the volumes this node holds a copy of.
+func (s *Server) Handles() ([]string, error) {
+	entries, err := os.ReadDir(s.layout.VolumesDir())
+	if err != nil {
+		return nil, fmt.Errorf("list copies: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && layout.Validate(e.Name()) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

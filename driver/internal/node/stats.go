@@ -1,0 +1,79 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+
+	"liken.sh/per-node/driver/internal/mounts"
+)
+
+// stats measures the copy of handle mounted at path.
+func (s *Server) stats(handle, path string) ([]*csi.VolumeUsage, error) {
+	copyDir, err := s.layout.CopyDir(handle)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(copyDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: this node has no copy of it", ErrNotFound)
+	}
+	same, err := mounts.SameDir(path, copyDir)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !same) {
+		return nil, fmt.Errorf("%w: it is not mounted at %s", ErrNotFound, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect %s: %w", path, err)
+	}
+	var fsStat unix.Statfs_t
+	if err := unix.Statfs(copyDir, &fsStat); err != nil {
+		return nil, fmt.Errorf("statfs: %w", err)
+	}
+	used, err := usage(copyDir)
+	if err != nil {
+		return nil, err
+	}
+	bsize := uint64(fsStat.Bsize)
+	return []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(fsStat.Blocks * bsize),
+			Available: int64(fsStat.Bavail * bsize), Used: used.bytes},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(fsStat.Files),
+			Available: int64(fsStat.Ffree), Used: used.inodes},
+	}, nil
+}
+
+type usedSpace struct{ bytes, inodes int64 }
+
+// usage walks the copy and adds up the blocks and inodes it uses.
+func usage(dir string) (usedSpace, error) {
+	var u usedSpace
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		u.inodes++
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			u.bytes += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		return usedSpace{}, fmt.Errorf("measure copy: %w", err)
+	}
+	return u, nil
+}
