@@ -41,3 +41,19 @@ bench: ## Publish+unpublish vs a raw bind mount, with 0/100/1000 other mounts; p
 .PHONY: image
 image: ## Build the driver image $(IMAGE) (BASE_IMAGE selects the runtime base).
 	docker build --build-arg GO_IMAGE=$(GO_IMAGE) --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+.PHONY: node-image
+node-image: ## Build the offline kind node image (no registry needed; cached by its inputs).
+	e2e/nodeimage/build.sh
+
+.PHONY: e2e
+e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=<name> runs one.
+	e2e/run.sh test $(SCENARIO)
+
+.PHONY: up
+up: ## The e2e cluster with the driver installed, left running; prints KUBECONFIG.
+	e2e/run.sh up
+
+.PHONY: down
+down: ## Delete the e2e cluster.
+	e2e/run.sh down

@@ -1,0 +1,24 @@
+// Command e2e-up brings up the e2e cluster with the driver installed and
+// leaves it running for a person to use (make up). It prints the kubeconfig.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+func main() {
+	c, err := harness.FromEnv()
+	if err == nil {
+		var e harness.Env
+		if e, err = harness.Up(context.Background(), c); err == nil {
+			fmt.Printf("cluster %q is up with the driver installed.\nexport KUBECONFIG=%s\n", c.Cluster, e.Kubeconfig)
+			return
+		}
+	}
+	fmt.Fprintln(os.Stderr, "e2e-up:", err)
+	os.Exit(1)
+}

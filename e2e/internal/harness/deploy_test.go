@@ -1,0 +1,65 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// TestDeployRenders checks the promises deploy/ makes, without a cluster.
+func TestDeployRenders(t *testing.T) {
+	objs, err := RenderDeploy(repoRoot(t), "per-node.liken.sh/driver:test")
+	assert.NilError(t, err)
+	byKind := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byKind[o.GetKind()] = o
+	}
+	for _, k := range []string{"Namespace", "CSIDriver", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
+		assert.Assert(t, byKind[k] != nil, "deploy/ renders no %s", k)
+	}
+
+	driver := byKind["CSIDriver"].Object["spec"].(map[string]any)
+	assert.Equal(t, byKind["CSIDriver"].GetName(), DriverName)
+	assert.Equal(t, driver["attachRequired"], false)
+	assert.Equal(t, driver["podInfoOnMount"], true)
+	assert.DeepEqual(t, driver["volumeLifecycleModes"], []any{"Persistent"})
+	assert.Equal(t, driver["fsGroupPolicy"], "None")
+
+	ds := byKind["DaemonSet"]
+	containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	assert.Equal(t, len(containers), 1, "one container, no sidecars")
+	c := containers[0].(map[string]any)
+	assert.Equal(t, c["image"], "per-node.liken.sh/driver:test")
+	assert.Equal(t, c["securityContext"].(map[string]any)["privileged"], true)
+	propagation := map[string]any{}
+	for _, m := range c["volumeMounts"].([]any) {
+		mm := m.(map[string]any)
+		propagation[mm["mountPath"].(string)] = mm["mountPropagation"]
+	}
+	assert.Equal(t, propagation["/var/lib/kubelet"], "Bidirectional")
+	tolerations, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "tolerations")
+	assert.DeepEqual(t, tolerations, []any{map[string]any{"operator": "Exists"}})
+	assert.Equal(t, ds.GetNamespace(), "per-node-system")
+}
+
+func TestUntilSaysWhatItSaw(t *testing.T) {
+	err := Until(context.Background(), "the answer", 300*time.Millisecond, func(context.Context) (bool, string, error) {
+		return false, "41", nil
+	})
+	assert.ErrorContains(t, err, "waiting for the answer; last seen: 41")
+
+	boom := errors.New("boom")
+	err = Until(context.Background(), "x", time.Second, func(context.Context) (bool, string, error) { return false, "", boom })
+	assert.Assert(t, errors.Is(err, boom))
+}

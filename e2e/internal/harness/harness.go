@@ -1,0 +1,121 @@
+// Package harness brings up what the e2e suite runs against: a kind cluster
+// from the repository's config (reused when it exists), the images the tests
+// run (built here, loaded into every node), and the driver installed from
+// deploy/ and registered with every kubelet.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is read from the environment that `make e2e` sets.
+type Config struct {
+	// Repo is the repository root.
+	Repo string
+	// Cluster is the kind cluster's name (E2E_CLUSTER, default per-node-e2e).
+	Cluster string
+	// NodeImage is the kind node image (KIND_NODE_IMAGE; empty: kind's default).
+	NodeImage string
+	// GoImage and BaseImage are the build and runtime bases of our images
+	// (GO_IMAGE, BASE_IMAGE; empty: the Dockerfiles' defaults).
+	GoImage, BaseImage string
+	// Keep leaves the cluster running after the tests (E2E_KEEP=1).
+	Keep bool
+}
+
+// FromEnv reads the Config.
+func FromEnv() (Config, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return Config{}, err
+	}
+	repo := wd
+	for !exists(filepath.Join(repo, "go.mod")) {
+		parent := filepath.Dir(repo)
+		if parent == repo {
+			return Config{}, fmt.Errorf("no go.mod above %s", wd)
+		}
+		repo = parent
+	}
+	c := Config{
+		Repo:      repo,
+		Cluster:   envOr("E2E_CLUSTER", "per-node-e2e"),
+		NodeImage: os.Getenv("KIND_NODE_IMAGE"),
+		GoImage:   os.Getenv("GO_IMAGE"),
+		BaseImage: os.Getenv("BASE_IMAGE"),
+		Keep:      os.Getenv("E2E_KEEP") == "1",
+	}
+	return c, nil
+}
+
+// KindConfig is the cluster's kind configuration file.
+func (c Config) KindConfig() string { return filepath.Join(c.Repo, "e2e", "kind-config.yaml") }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// Run runs a command and returns its output; its error carries the command
+// line (to paste) and what it printed.
+func Run(ctx context.Context, dir, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s (in %s, after %s): %w\n%s", name, strings.Join(args, " "), dir,
+			time.Since(start).Round(time.Millisecond), err, tail(out.String(), 40))
+	}
+	return out.String(), nil
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// BuildImage builds dockerfile (relative to the repository) and tags it
+// repository:<content id>, so a changed image gets a new name and a reused
+// cluster rolls out what was just built. It returns that name.
+func (c Config) BuildImage(ctx context.Context, dockerfile, repository string) (string, error) {
+	args := []string{"build", "-q", "-f", dockerfile, "-t", repository + ":latest"}
+	if c.GoImage != "" {
+		args = append(args, "--build-arg", "GO_IMAGE="+c.GoImage)
+	}
+	if c.BaseImage != "" {
+		args = append(args, "--build-arg", "BASE_IMAGE="+c.BaseImage)
+	}
+	out, err := Run(ctx, c.Repo, "docker", append(args, ".")...)
+	if err != nil {
+		return "", err
+	}
+	id := strings.TrimPrefix(strings.TrimSpace(out), "sha256:")
+	if len(id) < 12 {
+		return "", fmt.Errorf("docker build printed no image id: %q", out)
+	}
+	name := repository + ":" + id[:12]
+	if _, err := Run(ctx, c.Repo, "docker", "tag", repository+":latest", name); err != nil {
+		return "", err
+	}
+	return name, nil
+}

@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/klient/conf"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/support"
+	"sigs.k8s.io/e2e-framework/support/kind"
+)
+
+// Env is a cluster ready for tests: the driver installed and registered on
+// every node, the test images loaded.
+type Env struct {
+	// Kubeconfig is the path of the cluster's kubeconfig.
+	Kubeconfig string
+	// DriverImage and ProbeImage are the images built for this run.
+	DriverImage, ProbeImage string
+}
+
+// Up creates (or reuses) the kind cluster, builds and loads the images, and
+// installs the driver. It prints how long each phase took.
+func Up(ctx context.Context, c Config) (Env, error) {
+	var e Env
+	var err error
+	phase := func(name string, f func() error) error {
+		start := time.Now()
+		err := f()
+		fmt.Printf("e2e: %s in %s\n", name, time.Since(start).Round(time.Second))
+		return err
+	}
+	if err = phase("cluster up", func() error {
+		var opts []support.ClusterOpts
+		if c.NodeImage != "" {
+			opts = append(opts, kind.WithImage(c.NodeImage))
+		}
+		p := kind.NewProvider().SetDefaults().WithName(c.Cluster).WithOpts(opts...)
+		e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig())
+		return err
+	}); err != nil {
+		return e, err
+	}
+	if err = phase("images built and loaded", func() error {
+		for _, img := range []struct {
+			dockerfile, repository string
+			name                   *string
+		}{
+			{"Dockerfile", "per-node.liken.sh/driver", &e.DriverImage},
+			{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
+		} {
+			if *img.name, err = c.BuildImage(ctx, img.dockerfile, img.repository); err != nil {
+				return err
+			}
+			if _, err = Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", c.Cluster, *img.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return e, err
+	}
+	err = phase("driver installed and registered", func() error { return e.installDriver(ctx, c) })
+	return e, err
+}
+
+func (e Env) installDriver(ctx context.Context, c Config) error {
+	rc, err := conf.New(e.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	r, err := resources.New(rc)
+	if err != nil {
+		return err
+	}
+	objs, err := RenderDeploy(c.Repo, e.DriverImage)
+	if err != nil {
+		return err
+	}
+	if err := Apply(ctx, r, objs); err != nil {
+		return err
+	}
+	if err := WaitRolledOut(ctx, r, "per-node-system", "per-node-node", 3*time.Minute); err != nil {
+		return err
+	}
+	return WaitRegistered(ctx, r, 2*time.Minute)
+}
+
+// ExportLogs writes the cluster's logs under dir and returns where.
+func ExportLogs(ctx context.Context, c Config, dir string) error {
+	_, err := Run(ctx, c.Repo, "kind", "export", "logs", dir, "--name", c.Cluster)
+	return err
+}
+
+// Down deletes the cluster.
+func Down(ctx context.Context, c Config) error {
+	_, err := Run(ctx, c.Repo, "kind", "delete", "cluster", "--name", c.Cluster)
+	return err
+}

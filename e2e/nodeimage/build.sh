@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# make node-image: builds a kind node image with no container registry.
+#
+#   Kubernetes, etcd, CoreDNS, CNI plugins, crictl   from the Go module proxy
+#   pause, per-node-cni, per-node-runc               from this repository
+#   containerd, runc, systemd, iptables              from Debian (debootstrap)
+#   kind's node contract (entrypoint, units)         from the sigs.k8s.io/kind module
+#
+# Control-plane images are tagged with the names kubeadm expects and preloaded
+# into the node's containerd. Every step is cached by a hash of its inputs, so
+# a second run with the same inputs takes seconds. Prints the image name last.
+#
+# Also builds per-node.liken.sh/debian:<suite> and per-node.liken.sh/go:<ver>,
+# the offline bases of the project's own images (driver, store).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+out="${NODEIMAGE_OUT:-$repo/_out/nodeimage}"
+bin="$out/bin"
+mkdir -p "$bin"
+
+log() { printf '[node-image %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+hash_of() { sha256sum "$@" | sha256sum | cut -c1-12; }
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+# cached NAME KEY CMD...: runs CMD unless the stamp for NAME records KEY.
+cached() {
+  local name="$1" key="$2"; shift 2
+  local stamp="$out/.stamp-$name"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then log "$name: cached"; return; fi
+  local start=$SECONDS
+  "$@"
+  echo "$key" > "$stamp"
+  log "$name: built in $((SECONDS - start)) s"
+}
+
+kind_dir="$(cd "$repo" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
+kind_version="$(cd "$repo" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)"
+versions_key="$(hash_of "$here/versions.env")"
+
+# --- binaries ---------------------------------------------------------------
+build_kubernetes() { "$here/build-kubernetes.sh" "$bin"; }
+build_etcd() {
+  (cd "$here/etcd" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+}
+build_extras() {
+  local p=github.com/containernetworking/plugins/plugins
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" \
+    "$p/main/ptp@$CNI_PLUGINS_VERSION" "$p/main/loopback@$CNI_PLUGINS_VERSION" \
+    "$p/ipam/host-local@$CNI_PLUGINS_VERSION" "$p/meta/portmap@$CNI_PLUGINS_VERSION")
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION")
+}
+build_own() {
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./e2e/cmd/pause ./e2e/cmd/per-node-cni ./e2e/cmd/per-node-runc)
+}
+cached kubernetes "$(hash_of "$here/versions.env" "$here/build-kubernetes.sh" "$here/kubernetes/go.mod")" build_kubernetes
+cached etcd "$(hash_of "$here/versions.env" "$here/etcd/go.mod")" build_etcd
+cached extras "$versions_key" build_extras
+own_key="$(cd "$repo" && cat go.sum $(find e2e/cmd e2e/internal -name '*.go' | sort) | sha256sum | cut -c1-12)"
+cached own "$own_key" build_own
+
+# --- Debian base ------------------------------------------------------------
+packages=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,containerd,runc,socat
+base_key="$(echo "$DEBIAN_SUITE $DEBIAN_MIRROR $packages" | sha256sum | cut -c1-12)"
+BASE_IMAGE="per-node.liken.sh/debian:$DEBIAN_SUITE-$base_key"
+build_base() {
+  command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+  local root="$out/rootfs"
+  rm -rf "$root"
+  debootstrap --variant=minbase --include="$packages" "$DEBIAN_SUITE" "$root" "$DEBIAN_MIRROR" >"$out/debootstrap.log" 2>&1 \
+    || { tail -20 "$out/debootstrap.log" >&2; return 1; }
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
+  rm -rf "$root"
+}
+if image_exists "$BASE_IMAGE"; then log "debian base: cached"; else cached debian-base-"$base_key" x build_base; fi
+
+go_version="$(go env GOVERSION)"
+GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)"
+build_go_image() {
+  local ctx="$out/go-ctx"
+  rm -rf "$ctx" && mkdir -p "$ctx"
+  cp -a "$(go env GOROOT)" "$ctx/go"
+  rm -rf "$ctx/go/pkg/obj" "$ctx/go/test" "$ctx/go/api"
+  # Builds in this image reach the Go module proxy through the same network
+  # as this host, so they trust the certificate authorities this host trusts.
+  cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
+  printf 'FROM %s\nCOPY go /usr/local/go\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin GOPROXY=%s GOSUMDB=%s\n' \
+    "$BASE_IMAGE" "$(go env GOPROXY)" "$(go env GOSUMDB)" > "$ctx/Dockerfile"
+  docker build -q -t "$GO_IMAGE" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+if image_exists "$GO_IMAGE"; then log "go image: cached"; else cached go-image x build_go_image; fi
+
+# --- component images -------------------------------------------------------
+# image NAME FROM BINARY PATH: a one-binary image.
+image() {
+  local name="$1" from="$2" binary="$3" path="$4" ctx
+  ctx="$(mktemp -d)"
+  cp "$bin/$binary" "$ctx/$binary"
+  printf 'FROM %s\nCOPY %s %s\nENV PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin\nENTRYPOINT ["%s"]\n' \
+    "$from" "$binary" "$path" "$path" > "$ctx/Dockerfile"
+  docker build -q -t "$name" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+K=registry.k8s.io
+CNI_IMAGE="per-node.liken.sh/cni:$own_key"
+images=(
+  "$K/kube-apiserver:$KUBERNETES_VERSION"
+  "$K/kube-controller-manager:$KUBERNETES_VERSION"
+  "$K/kube-scheduler:$KUBERNETES_VERSION"
+  "$K/kube-proxy:$KUBERNETES_VERSION"
+  "$K/etcd:$ETCD_IMAGE_TAG"
+  "$K/coredns/coredns:$COREDNS_VERSION"
+  "$K/pause:$PAUSE_IMAGE_TAG"
+  "$CNI_IMAGE"
+)
+build_images() {
+  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+    image "$K/$c:$KUBERNETES_VERSION" scratch "$c" "/usr/local/bin/$c"
+  done
+  # kube-proxy programs iptables: it needs the node's iptables (nft backend).
+  image "$K/kube-proxy:$KUBERNETES_VERSION" "$BASE_IMAGE" kube-proxy /usr/local/bin/kube-proxy
+  image "$K/etcd:$ETCD_IMAGE_TAG" scratch etcd /usr/local/bin/etcd
+  image "$K/coredns/coredns:$COREDNS_VERSION" scratch coredns /coredns
+  image "$K/pause:$PAUSE_IMAGE_TAG" scratch pause /pause
+  image "$CNI_IMAGE" "$BASE_IMAGE" per-node-cni /usr/local/bin/per-node-cni
+}
+images_key="$(echo "$versions_key $own_key $BASE_IMAGE" | sha256sum | cut -c1-12)"
+missing=0
+for i in "${images[@]}"; do image_exists "$i" || missing=1; done
+if (( missing )); then rm -f "$out/.stamp-images"; fi
+cached images "$images_key" build_images
+
+# --- node image -------------------------------------------------------------
+node_key="$(echo "$images_key $kind_version $(hash_of "$here/Dockerfile.node" "$here/build.sh" "$here"/files/*)" | sha256sum | cut -c1-12)"
+NODE_IMAGE="per-node.liken.sh/kind-node:$KUBERNETES_VERSION-$node_key"
+build_node() {
+  local ctx="$out/node-ctx" id
+  rm -rf "$ctx" && mkdir -p "$ctx/bin" "$ctx/manifests" "$ctx/files"
+  cp -r "$kind_dir/images/base/files" "$ctx/kind-base"
+  chmod -R u+w "$ctx/kind-base"
+  cp "$here/Dockerfile.node" "$ctx/Dockerfile"
+  sed "s/@PAUSE_IMAGE_TAG@/$PAUSE_IMAGE_TAG/" "$here/files/containerd-config.toml" > "$ctx/files/containerd-config.toml"
+  sed "s|@CNI_IMAGE@|$CNI_IMAGE|" "$here/files/default-cni.yaml" > "$ctx/manifests/default-cni.yaml"
+  cp "$here/files/default-storage.yaml" "$ctx/manifests/"
+  echo "$KUBERNETES_VERSION" > "$ctx/version"
+  for b in kubeadm kubelet kubectl crictl per-node-runc ptp loopback host-local portmap; do cp "$bin/$b" "$ctx/bin/"; done
+  docker build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$NODE_IMAGE-stage" "$ctx" >/dev/null
+
+  # Preload the images into the node's containerd (namespace k8s.io), pinned
+  # so kubelet's image GC leaves them alone.
+  id="$(docker run -d --entrypoint sleep "$NODE_IMAGE-stage" infinity)"
+  trap 'docker rm -f "$id" >/dev/null 2>&1 || true' RETURN
+  docker exec -d "$id" containerd
+  docker exec "$id" bash -c 'for i in $(seq 1 50); do ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1'
+  docker save "${images[@]}" | docker exec -i "$id" ctr -n k8s.io images import --all-platforms --no-unpack - >/dev/null
+  for i in "${images[@]}"; do
+    docker exec "$id" ctr -n k8s.io images label "$(docker_ref "$i")" io.cri-containerd.pinned=pinned >/dev/null
+  done
+  docker exec "$id" pkill containerd
+  docker exec "$id" bash -c 'while pgrep containerd >/dev/null; do sleep 0.1; done'
+  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' \
+    "$id" "$NODE_IMAGE" >/dev/null
+  docker rmi "$NODE_IMAGE-stage" >/dev/null
+  rm -rf "$ctx"
+}
+# docker_ref: the fully qualified name ctr lists for a docker image name.
+docker_ref() {
+  case "$1" in
+    */*/*|*.*/*) echo "$1" ;;
+    */*) echo "docker.io/$1" ;;
+    *) echo "docker.io/library/$1" ;;
+  esac
+}
+if image_exists "$NODE_IMAGE"; then log "node image: cached"; else cached node-"$node_key" x build_node; fi
+
+mkdir -p "$out"
+printf 'NODE_IMAGE=%s\nBASE_IMAGE=%s\nGO_IMAGE=%s\n' "$NODE_IMAGE" "$BASE_IMAGE" "$GO_IMAGE" > "$out/images.env"
+log "node image: $NODE_IMAGE"
+echo "$NODE_IMAGE"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make e2e / make up / make down.
+#
+#   e2e/run.sh test [SCENARIO]   cluster up, driver installed, tests run, cluster deleted
+#   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
+#   e2e/run.sh down              delete it
+#
+# The kind node image: $KIND_NODE_IMAGE if set; else kind's stock image for
+# our Kubernetes version if it can be pulled; else the offline image that
+# e2e/nodeimage/build.sh builds here (cached). The project's own images are
+# built on the same bases the node image came from.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+log() { printf '[e2e %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=nodeimage/versions.env
+source e2e/nodeimage/versions.env
+export E2E_CLUSTER="${E2E_CLUSTER:-per-node-e2e}"
+export PATH="$repo/_out/bin:$PATH"
+
+start=$SECONDS
+e2e/host/docker.sh
+mkdir -p _out/bin
+go build -o _out/bin/kind sigs.k8s.io/kind   # the version go.mod pins
+
+if [[ "${1:-}" == down ]]; then
+  kind delete cluster --name "$E2E_CLUSTER"
+  exit 0
+fi
+
+stock="kindest/node:$KUBERNETES_VERSION"
+if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
+  if timeout 60 docker pull -q "$stock" >/dev/null 2>&1; then
+    log "using kind's stock node image $stock"
+    export KIND_NODE_IMAGE="$stock"
+  else
+    log "cannot pull $stock: building the offline node image"
+    phase=$SECONDS
+    e2e/nodeimage/build.sh >/dev/null
+    log "node image ready in $((SECONDS - phase)) s"
+    # shellcheck disable=SC1091
+    source _out/nodeimage/images.env
+    export KIND_NODE_IMAGE="$NODE_IMAGE" GO_IMAGE BASE_IMAGE
+  fi
+fi
+log "node image: $KIND_NODE_IMAGE"
+
+case "${1:-test}" in
+  up)
+    go run ./e2e/cmd/e2e-up
+    ;;
+  test)
+    run=()
+    if [[ -n "${2:-}" ]]; then run=(-run "$2"); fi
+    go test -tags e2e -count=1 -timeout 80m -v "${run[@]}" ./e2e/ 2>&1 | tee _out/e2e.log
+    ;;
+  *)
+    echo "usage: e2e/run.sh test [SCENARIO] | up | down" >&2
+    exit 2
+    ;;
+esac
+log "done in $((SECONDS - start)) s"
