@@ -22,6 +22,13 @@ bin="$out/bin"
 mkdir -p "$bin"
 
 log() { printf '[node-image %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+# quiet CMD...: runs CMD, printing its output only if it fails.
+quiet() {
+  local f
+  f="$(mktemp)"
+  if ! "$@" >"$f" 2>&1; then cat "$f" >&2; rm -f "$f"; return 1; fi
+  rm -f "$f"
+}
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-12; }
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # cached NAME KEY CMD...: runs CMD unless the stamp for NAME records KEY.
@@ -58,7 +65,8 @@ build_own() {
 cached kubernetes "$(hash_of "$here/versions.env" "$here/build-kubernetes.sh" "$here/kubernetes/go.mod")" build_kubernetes
 cached etcd "$(hash_of "$here/versions.env" "$here/etcd/go.mod")" build_etcd
 cached extras "$versions_key" build_extras
-own_key="$(cd "$repo" && cat go.sum $(find e2e/cmd e2e/internal -name '*.go' | sort) | sha256sum | cut -c1-12)"
+own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
+own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
 cached own "$own_key" build_own
 
 # --- Debian base ------------------------------------------------------------
@@ -89,7 +97,7 @@ build_go_image() {
   cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
   printf 'FROM %s\nCOPY go /usr/local/go\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin GOPROXY=%s GOSUMDB=%s\n' \
     "$BASE_IMAGE" "$(go env GOPROXY)" "$(go env GOSUMDB)" > "$ctx/Dockerfile"
-  docker build -q -t "$GO_IMAGE" "$ctx" >/dev/null
+  quiet docker build -t "$GO_IMAGE" "$ctx"
   rm -rf "$ctx"
 }
 if image_exists "$GO_IMAGE"; then log "go image: cached"; else cached go-image x build_go_image; fi
@@ -102,7 +110,7 @@ image() {
   cp "$bin/$binary" "$ctx/$binary"
   printf 'FROM %s\nCOPY %s %s\nENV PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin\nENTRYPOINT ["%s"]\n' \
     "$from" "$binary" "$path" "$path" > "$ctx/Dockerfile"
-  docker build -q -t "$name" "$ctx" >/dev/null
+  quiet docker build -t "$name" "$ctx"
   rm -rf "$ctx"
 }
 K=registry.k8s.io
@@ -148,12 +156,11 @@ build_node() {
   cp "$here/files/default-storage.yaml" "$ctx/manifests/"
   echo "$KUBERNETES_VERSION" > "$ctx/version"
   for b in kubeadm kubelet kubectl crictl per-node-runc ptp loopback host-local portmap; do cp "$bin/$b" "$ctx/bin/"; done
-  docker build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$NODE_IMAGE-stage" "$ctx" >/dev/null
+  quiet docker build --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$NODE_IMAGE-stage" "$ctx"
 
   # Preload the images into the node's containerd (namespace k8s.io), pinned
   # so kubelet's image GC leaves them alone.
   id="$(docker run -d --entrypoint sleep "$NODE_IMAGE-stage" infinity)"
-  trap 'docker rm -f "$id" >/dev/null 2>&1 || true' RETURN
   docker exec -d "$id" containerd
   docker exec "$id" bash -c 'for i in $(seq 1 50); do ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1'
   docker save "${images[@]}" | docker exec -i "$id" ctr -n k8s.io images import --all-platforms --no-unpack - >/dev/null
@@ -164,6 +171,7 @@ build_node() {
   docker exec "$id" bash -c 'while pgrep containerd >/dev/null; do sleep 0.1; done'
   docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' \
     "$id" "$NODE_IMAGE" >/dev/null
+  docker rm -f "$id" >/dev/null
   docker rmi "$NODE_IMAGE-stage" >/dev/null
   rm -rf "$ctx"
 }

@@ -105,13 +105,16 @@ func (c Config) BuildImage(ctx context.Context, dockerfile, repository string) (
 	if c.BaseImage != "" {
 		args = append(args, "--build-arg", "BASE_IMAGE="+c.BaseImage)
 	}
-	out, err := Run(ctx, c.Repo, "docker", append(args, ".")...)
+	if _, err := Run(ctx, c.Repo, "docker", append(args, ".")...); err != nil {
+		return "", err
+	}
+	out, err := Run(ctx, c.Repo, "docker", "image", "inspect", "-f", "{{.Id}}", repository+":latest")
 	if err != nil {
 		return "", err
 	}
 	id := strings.TrimPrefix(strings.TrimSpace(out), "sha256:")
 	if len(id) < 12 {
-		return "", fmt.Errorf("docker build printed no image id: %q", out)
+		return "", fmt.Errorf("docker image inspect printed no image id: %q", out)
 	}
 	name := repository + ":" + id[:12]
 	if _, err := Run(ctx, c.Repo, "docker", "tag", repository+":latest", name); err != nil {
