@@ -22,8 +22,8 @@ import (
 var (
 	testenv env.Environment
 	hcfg    harness.Config
-	// probeImage is the pod tool image built for this run.
-	probeImage string
+	// probeImage and storeImage are the images built for this run.
+	probeImage, storeImage string
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +40,7 @@ func run(m *testing.M) int {
 	up, err := harness.Up(ctx, hcfg)
 	code := 1
 	if err == nil {
-		probeImage = up.ProbeImage
+		probeImage, storeImage = up.ProbeImage, up.StoreImage
 		testenv = env.NewWithConfig(envconf.NewWithKubeConfig(up.Kubeconfig))
 		start := time.Now()
 		code = testenv.Run(m)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make e2e / make up / make down.
 #
-#   e2e/run.sh test [SCENARIO]   cluster up, driver installed, tests run, cluster deleted
+#   e2e/run.sh test [SCENARIO]   cluster up, driver installed, tests (or the scenarios
+#                                whose name starts with SCENARIO) run, cluster deleted
 #   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
 #   e2e/run.sh down              delete it
 #
@@ -51,7 +52,7 @@ case "${1:-test}" in
     ;;
   test)
     run=()
-    if [[ -n "${2:-}" ]]; then run=(-run "$2"); fi
+    if [[ -n "${2:-}" ]]; then run=(-run TestScenarios); export E2E_SCENARIO="$2"; fi
     go test -tags e2e -count=1 -timeout 80m -v "${run[@]}" ./e2e/ 2>&1 | tee _out/e2e.log
     ;;
   *)

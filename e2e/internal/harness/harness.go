@@ -28,6 +28,8 @@ type Config struct {
 	GoImage, BaseImage string
 	// Keep leaves the cluster running after the tests (E2E_KEEP=1).
 	Keep bool
+	// Scenario keeps the scenarios whose name starts with it (E2E_SCENARIO).
+	Scenario string
 }
 
 // FromEnv reads the Config.
@@ -51,6 +53,7 @@ func FromEnv() (Config, error) {
 		GoImage:   os.Getenv("GO_IMAGE"),
 		BaseImage: os.Getenv("BASE_IMAGE"),
 		Keep:      os.Getenv("E2E_KEEP") == "1",
+		Scenario:  os.Getenv("E2E_SCENARIO"),
 	}
 	return c, nil
 }

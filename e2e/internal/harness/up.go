@@ -16,8 +16,8 @@ import (
 type Env struct {
 	// Kubeconfig is the path of the cluster's kubeconfig.
 	Kubeconfig string
-	// DriverImage and ProbeImage are the images built for this run.
-	DriverImage, ProbeImage string
+	// DriverImage, ProbeImage and StoreImage are the images built for this run.
+	DriverImage, ProbeImage, StoreImage string
 }
 
 // Up creates (or reuses) the kind cluster, builds and loads the images, and
@@ -49,6 +49,7 @@ func Up(ctx context.Context, c Config) (Env, error) {
 		}{
 			{"Dockerfile", "per-node.liken.sh/driver", &e.DriverImage},
 			{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
+			{"fixtures/store/Dockerfile", "per-node.liken.sh/store", &e.StoreImage},
 		} {
 			if *img.name, err = c.BuildImage(ctx, img.dockerfile, img.repository); err != nil {
 				return err

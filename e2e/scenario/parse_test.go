@@ -1,0 +1,91 @@
+package scenario
+
+import (
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	is "gotest.tools/v3/assert/cmp"
+)
+
+func scenariosDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "scenarios")
+}
+
+// TestEveryScenarioParses keeps a broken document out of main: make test
+// parses every scenario without a cluster.
+func TestEveryScenarioParses(t *testing.T) {
+	docs, err := ParseDir(scenariosDir())
+	assert.NilError(t, err)
+	assert.Assert(t, len(docs) >= 11, "found %d scenarios", len(docs))
+	for _, d := range docs {
+		assert.Check(t, d.Title != "", "%s has no title", d.File)
+		assert.Check(t, len(d.Steps) > 0, "%s has no steps", d.File)
+	}
+}
+
+// TestReadmeListsEveryScenarioAndStep keeps scenarios/README.md true.
+func TestReadmeListsEveryScenarioAndStep(t *testing.T) {
+	readme := readFile(t, filepath.Join(scenariosDir(), "README.md"))
+	docs, err := ParseDir(scenariosDir())
+	assert.NilError(t, err)
+	for _, d := range docs {
+		assert.Check(t, is.Contains(readme, "("+d.Name+".md)"), "README.md does not link %s", d.Name)
+	}
+	for _, v := range Vocabulary() {
+		assert.Check(t, is.Contains(readme, "`"+v+"`"), "README.md does not document the step %q", v)
+	}
+}
+
+func TestParseRefusesWithFileAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"unknown block kind", "# T\n\n```yaml\na: 1\n```\n", "x.md:3: unknown block kind \"yaml\""},
+		{"no block kind", "# T\n```\na\n```\n", "x.md:2: block has no kind"},
+		{"unclosed block", "# T\n```steps\nscale deployment store to 1\n", "x.md:2: block is not closed"},
+		{"unknown step", "# T\n```steps\nscale the store to 1\n```\n", "x.md:3: unknown step \"scale the store to 1\""},
+		{"unknown variable", "# T\n```steps\ndelete pod $nobody\n```\n", "x.md:3: unknown variable $nobody"},
+		{"variable used before defined", "# T\n```steps\ndelete pod $p\npick a store pod as $p\n```\n", "x.md:3: unknown variable $p"},
+		{"missing as", "# T\n```steps\npick a store pod\n```\n", "x.md:3: step \"pick a store pod\" must end with `as $name`"},
+		{"needless as", "# T\n```steps\ncordon $ns as $x\n```\n", "x.md:3: step \"cordon {node}\" defines no variable"},
+		{"bad within", "# T\n```steps\nwait deployment store ready 3 within soon\n```\n", "x.md:3: within \"soon\""},
+		{"unknown field", "# T\n```apply\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeNmae: x}\n```\n", "x.md:3: Pod: json: unknown field \"nodeNmae\""},
+		{"unknown kind", "# T\n```apply\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n```\n", "x.md:3: unknown kind \"Secret\""},
+		{"wrong apiVersion", "# T\n```apply\napiVersion: v2\nkind: Pod\nmetadata: {name: s}\n```\n", "x.md:3: Pod has apiVersion v1"},
+		{"selection without quantifier", "# T\n```expect\nkind: Pod\nmetadata: {labels: {app: store}}\n```\n", "x.md:2: the expected Pod names no object: say `expect all` or `expect any`"},
+		{"unknown expect option", "# T\n```expect eventually\nkind: Pod\nmetadata: {name: p}\n```\n", "x.md:2: unknown expect option \"eventually\""},
+		{"no title", "```steps\nscale deployment store to 1\n```\n", "x.md:1: no title"},
+		{"empty steps", "# T\n```steps\n# only a comment\n```\n", "x.md:2: steps block holds no step"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.md", []byte(tc.doc))
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestParseDefinesVariablesAndTimeouts(t *testing.T) {
+	d, err := Parse("x.md", []byte("# T\n```steps\npick a store pod as $p\ndelete pod $p within 5s\n```\n"))
+	assert.NilError(t, err)
+	assert.Equal(t, len(d.Steps), 2)
+	assert.Equal(t, d.Steps[0].Args["as"], "p")
+	assert.Equal(t, d.Steps[1].Timeout.String(), "5s")
+	assert.Equal(t, d.Steps[1].Where(), "x.md:4")
+}
+
+func TestDiff(t *testing.T) {
+	want := map[string]any{"status": map[string]any{"phase": "Running",
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}
+	got := map[string]any{"status": map[string]any{"phase": "Running", "podIP": "10.0.0.1",
+		"conditions": []any{map[string]any{"type": "Scheduled", "status": "True"}, map[string]any{"type": "Ready", "status": "True"}}}}
+	assert.Equal(t, Diff(want, got), "")
+
+	got["status"].(map[string]any)["phase"] = "Pending"
+	diff := Diff(want, got)
+	assert.Assert(t, strings.Contains(diff, `-`) && strings.Contains(diff, "Pending"), diff)
+	assert.Assert(t, !strings.Contains(diff, "podIP"), "the diff shows only what was expected: %s", diff)
+}

@@ -1,0 +1,46 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"liken.sh/per-node/e2e/scenario"
+)
+
+// TestScenarios runs the documents in scenarios/, one at a time, in order.
+// E2E_SCENARIO (make e2e SCENARIO=...) keeps those whose name starts with it.
+func TestScenarios(t *testing.T) {
+	docs, err := scenario.ParseDir(filepath.Join(hcfg.Repo, "scenarios"))
+	assert.NilError(t, err)
+	var run []scenario.Doc
+	for _, d := range docs {
+		if strings.HasPrefix(d.Name, hcfg.Scenario) {
+			run = append(run, d)
+		}
+	}
+	assert.Assert(t, len(run) > 0, "no scenario matches %q", hcfg.Scenario)
+	times := map[string]time.Duration{}
+	for _, d := range run {
+		f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
+			start := time.Now()
+			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, R: client(t, c),
+				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}}
+			env.RunDoc(ctx, t, d)
+			times[d.Name] = time.Since(start)
+			return ctx
+		}).Feature()
+		testenv.Test(t, f)
+	}
+	for _, d := range run {
+		t.Logf("scenario %-28s %s", d.Name, times[d.Name].Round(time.Second))
+	}
+}
