@@ -32,10 +32,10 @@ func TestScenarios(t *testing.T) {
 	for _, d := range run {
 		f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 			start := time.Now()
+			defer func() { times[d.Name] = time.Since(start) }()
 			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, R: client(t, c),
 				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}}
 			env.RunDoc(ctx, t, d)
-			times[d.Name] = time.Since(start)
 			return ctx
 		}).Feature()
 		testenv.Test(t, f)

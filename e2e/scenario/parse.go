@@ -54,6 +54,7 @@ type Step struct {
 	Args map[string]string
 	// Timeout is the step's own timeout (its default, or "within").
 	Timeout time.Duration
+	def     *stepDef
 }
 
 // Where is file:line, for messages.
@@ -362,7 +363,7 @@ func (p *parser) step(line int, text string) (Step, error) {
 		args["as"] = defines
 		p.defined[defines] = true
 	}
-	s.Kind, s.Args, s.Timeout = def.Name, args, def.Timeout
+	s.Kind, s.Args, s.Timeout, s.def = def.Name, args, def.Timeout, def
 	if within > 0 {
 		s.Timeout = within
 	}

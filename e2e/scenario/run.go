@@ -73,13 +73,12 @@ func (r *Run) step(ctx context.Context, s Step) error {
 	case "expect":
 		return r.expect(ctx, s, r.substituteObjects(s.Objects)[0])
 	}
-	def, _, _ := matchStep(s.Text)
 	a := args{}
 	for k, v := range s.Args {
 		a[k] = r.substitute(v)
 		a["raw:"+k] = v
 	}
-	return def.run(ctx, r, a)
+	return s.def.run(ctx, r, a)
 }
 
 // substitute replaces $variables in text.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,6 +113,9 @@ func stepApplyFile(ctx context.Context, r *Run, a args) error {
 	return r.apply(ctx, objs)
 }
 
+// stepDeploymentReady waits until the Deployment and its pods agree: N
+// replicas, N ready pods, and no pod still terminating (the Deployment's
+// status lags an eviction by a moment; the pods do not).
 func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 	want, err := strconv.Atoi(a["n"])
 	if err != nil {
@@ -123,10 +127,24 @@ func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 			if err := r.env.R.Get(ctx, a["name"], r.ns(), &d); err != nil {
 				return false, err.Error(), nil
 			}
+			pods, err := r.storePods(ctx)
+			if err != nil {
+				return false, "", err
+			}
+			ready, terminating := 0, 0
+			for i := range pods {
+				if pods[i].DeletionTimestamp != nil {
+					terminating++
+				} else if podReady(&pods[i]) {
+					ready++
+				}
+			}
 			st := d.Status
-			seen := fmt.Sprintf("replicas %d, updated %d, ready %d, available %d; pods: %s", st.Replicas, st.UpdatedReplicas,
-				st.ReadyReplicas, st.AvailableReplicas, r.podsReport(ctx))
-			return st.ReadyReplicas == int32(want) && st.AvailableReplicas == int32(want) && st.Replicas == int32(want), seen, nil
+			seen := fmt.Sprintf("replicas %d, ready %d, available %d; pods: %s", st.Replicas, st.ReadyReplicas,
+				st.AvailableReplicas, r.podsReport(ctx))
+			done := st.ObservedGeneration >= d.Generation && st.AvailableReplicas == int32(want) &&
+				st.Replicas == int32(want) && ready == want && terminating == 0 && len(pods) == want
+			return done, seen, nil
 		})
 }
 
@@ -158,7 +176,11 @@ func (r *Run) podsReport(ctx context.Context) string {
 	}
 	var s []string
 	for _, p := range pods {
-		s = append(s, fmt.Sprintf("%s on %q %s ready=%v", p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p)))
+		state := fmt.Sprintf("%s ready=%v", p.Status.Phase, podReady(&p))
+		if p.DeletionTimestamp != nil {
+			state = "terminating"
+		}
+		s = append(s, fmt.Sprintf("%s on %q %s", p.Name, p.Spec.NodeName, state))
 	}
 	return strings.Join(s, "; ")
 }
@@ -357,10 +379,19 @@ func stepDrain(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName == a["node"] {
-			if err := r.evictUntilAllowed(ctx, p.Name); err != nil {
-				return err
-			}
+		if p.Spec.NodeName != a["node"] {
+			continue
+		}
+		if err := r.evictUntilAllowed(ctx, p.Name); err != nil {
+			return err
+		}
+		// Like kubectl drain: done when the evicted pod is gone.
+		err := harness.Until(ctx, "evicted pod "+p.Name+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+			err := r.env.R.Get(ctx, p.Name, r.ns(), &corev1.Pod{})
+			return apierrors.IsNotFound(err), r.podsReport(ctx), nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -621,11 +652,19 @@ func stepEveryPodHolds(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
+	return r.everyPodHolds(ctx, want)
+}
+
+// everyPodHolds checks every store pod that is not terminating.
+func (r *Run) everyPodHolds(ctx context.Context, want []string) error {
 	pods, err := r.storePods(ctx)
 	if err != nil {
 		return err
 	}
 	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
 		if err := r.podHolds(ctx, p.Name, want); err != nil {
 			return err
 		}
@@ -719,7 +758,7 @@ func stepEveryCopyHolds(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	for _, p := range pods {
-		if err := stepCopyHolds(ctx, r, args{"node": p.Spec.NodeName, "list": a["list"]}); err != nil {
+		if err := stepCopyHolds(ctx, r, args{"node": p.Spec.NodeName, "raw:list": a["raw:list"]}); err != nil {
 			return err
 		}
 	}
@@ -763,19 +802,26 @@ func stepRestartDriver(ctx context.Context, r *Run, a args) error {
 	})
 }
 
+// stepRestartNode restarts a node's kind container and waits until its new
+// kubelet has renewed the node's lease and reports Ready.
 func stepRestartNode(ctx context.Context, r *Run, a args) error {
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "restart", "-t", "10", a["node"]); err != nil {
 		return err
 	}
-	return harness.Until(ctx, "node "+a["node"]+" to be Ready again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+	since := time.Now()
+	return harness.Until(ctx, "node "+a["node"]+"'s restarted kubelet to report Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var lease coordinationv1.Lease
+		if err := r.env.R.Get(ctx, a["node"], "kube-node-lease", &lease); err != nil {
+			return false, err.Error(), nil
+		}
+		renewed := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
 		var n corev1.Node
 		if err := r.env.R.Get(ctx, a["node"], "", &n); err != nil {
 			return false, err.Error(), nil
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue && time.Since(c.LastTransitionTime.Time) < 10*time.Minute,
-					fmt.Sprintf("Ready=%s since %s", c.Status, c.LastTransitionTime), nil
+				return renewed && c.Status == corev1.ConditionTrue, fmt.Sprintf("lease renewed since restart: %v, Ready=%s", renewed, c.Status), nil
 			}
 		}
 		return false, "no Ready condition", nil

@@ -93,14 +93,8 @@ func stepStopWriter(ctx context.Context, r *Run, a args) error {
 	if w.minReady < atLeast {
 		return fmt.Errorf("at one sample only %d store pods were ready, expected at least %d (%d samples)", w.minReady, atLeast, w.samples)
 	}
-	pods, err := r.storePods(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		if err := r.podHolds(ctx, p.Name, w.acked); err != nil {
-			return fmt.Errorf("acknowledged writes lost: %w", err)
-		}
+	if err := r.everyPodHolds(ctx, w.acked); err != nil {
+		return fmt.Errorf("acknowledged writes lost: %w", err)
 	}
 	return nil
 }
