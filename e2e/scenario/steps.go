@@ -714,7 +714,16 @@ func (r *Run) checkStatus(ctx context.Context, a args, field func(storeStatus) i
 	if err != nil {
 		return err
 	}
-	st, err := r.storeStatus(ctx, a["pod"])
+	// The pod may not answer yet (a node just restarted): poll until it does.
+	var st storeStatus
+	err = harness.Until(ctx, "store pod "+a["pod"]+" to answer", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var err error
+		st, err = r.storeStatus(ctx, a["pod"])
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
 	if err != nil {
 		return err
 	}
@@ -772,11 +781,16 @@ func stepEveryCopyHolds(ctx context.Context, r *Run, a args) error {
 
 func stepCopyAbsent(ctx context.Context, r *Run, a args) error {
 	dir := filepath.Dir(filepath.Dir(copyLog(r.vars["pv"])))
-	out, err := r.onNode(ctx, a["node"], "ls", "-A", dir)
-	if err == nil {
-		return fmt.Errorf("%s has a copy of %s: %s holds %q", a["node"], r.vars["pv"], dir, out)
-	}
-	return nil
+	return harness.Until(ctx, "the copy on "+a["node"]+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		out, err := r.onNode(ctx, a["node"], "sh", "-c", "ls -A "+dir+" 2>/dev/null || echo absent")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if strings.TrimSpace(out) == "absent" {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("%s holds %q", dir, strings.TrimSpace(out)), nil
+	})
 }
 
 func stepRestartDriver(ctx context.Context, r *Run, a args) error {
