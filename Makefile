@@ -50,6 +50,10 @@ node-image: ## Build the offline kind node image (no registry needed; cached by 
 e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=<name> runs one.
 	e2e/run.sh test $(SCENARIO)
 
+.PHONY: bench-delete
+bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearance (3 nodes x 10,000 files).
+	e2e/run.sh bench
+
 .PHONY: up
 up: ## The e2e cluster with the driver installed, left running; prints KUBECONFIG.
 	e2e/run.sh up

@@ -16,10 +16,18 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/mounts"
 	"liken.sh/per-node/driver/internal/node"
+	"liken.sh/per-node/driver/internal/reclaim"
 	"liken.sh/per-node/driver/internal/registration"
 	"liken.sh/per-node/driver/internal/rpcserver"
 )
@@ -33,6 +41,7 @@ type options struct {
 	root            string
 	registrationDir string
 	healthAddress   string
+	kubeconfig      string
 }
 
 func main() {
@@ -43,6 +52,7 @@ func main() {
 	flag.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
 	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
 	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz endpoint; empty disables it")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster, or standalone without a cluster")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -69,9 +79,26 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	srv, err := node.New(node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel()})
+	client, err := kubeClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel()}
+	if client != nil {
+		cfg.Tracker = reclaim.NewTracker(client, o.nodeID, eventRecorder(ctx, client, o.nodeID))
+	}
+	srv, err := node.New(cfg)
 	if err != nil {
 		return fmt.Errorf("start node server: %w", err)
+	}
+	if client != nil {
+		go func() {
+			if err := reclaim.NewController(client, o.nodeID, srv).Run(ctx); err != nil {
+				klog.ErrorS(err, "Reclaim controller stopped")
+			}
+		}()
+	} else {
+		klog.InfoS("No cluster: running standalone; copies are not recorded on PersistentVolumes")
 	}
 	l, err := rpcserver.Listen(socket)
 	if err != nil {
@@ -127,4 +154,31 @@ func healthz(socket string) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// kubeClient connects to the API server: with kubeconfig if given, else
+// in-cluster. Outside a cluster with no kubeconfig it returns nil: the
+// driver runs standalone (csi-sanity, development).
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to the API server: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// eventRecorder records events on PersistentVolumes as this node's driver.
+func eventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: reclaim.DriverName, Host: nodeName})
 }

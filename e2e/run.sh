@@ -3,6 +3,7 @@
 #
 #   e2e/run.sh test [SCENARIO]   cluster up, driver installed, tests (or the scenarios
 #                                whose name starts with SCENARIO) run, cluster deleted
+#   e2e/run.sh bench             time from deleting a PV to its disappearance
 #   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
 #   e2e/run.sh down              delete it
 #
@@ -50,13 +51,16 @@ case "${1:-test}" in
   up)
     go run ./e2e/cmd/e2e-up
     ;;
+  bench)
+    go test -tags e2e,e2ebench -count=1 -timeout 30m -v -run TestDeletePVTiming ./e2e/ 2>&1 | tee _out/bench-delete.log | grep -E "^delete-pv-to-gone|^(ok|FAIL|---)"
+    ;;
   test)
     run=()
     if [[ -n "${2:-}" ]]; then run=(-run TestScenarios); export E2E_SCENARIO="$2"; fi
     go test -tags e2e -count=1 -timeout 80m -v "${run[@]}" ./e2e/ 2>&1 | tee _out/e2e.log
     ;;
   *)
-    echo "usage: e2e/run.sh test [SCENARIO] | up | down" >&2
+    echo "usage: e2e/run.sh test [SCENARIO] | bench | up | down" >&2
     exit 2
     ;;
 esac

@@ -83,7 +83,15 @@ build_base() {
   tar -C "$root" -c . | docker import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
   rm -rf "$root"
 }
-if image_exists "$BASE_IMAGE"; then log "debian base: cached"; else cached debian-base-"$base_key" x build_base; fi
+# built: runs a build whose product is an image; the image is the cache.
+built() {
+  local image="$1" name="$2" start=$SECONDS
+  shift 2
+  if image_exists "$image"; then log "$name: cached"; return; fi
+  "$@"
+  log "$name: built in $((SECONDS - start)) s"
+}
+built "$BASE_IMAGE" "debian base" build_base
 
 go_version="$(go env GOVERSION)"
 GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)"
@@ -100,7 +108,7 @@ build_go_image() {
   quiet docker build -t "$GO_IMAGE" "$ctx"
   rm -rf "$ctx"
 }
-if image_exists "$GO_IMAGE"; then log "go image: cached"; else cached go-image x build_go_image; fi
+built "$GO_IMAGE" "go image" build_go_image
 
 # --- component images -------------------------------------------------------
 # image NAME FROM BINARY PATH: a one-binary image.
@@ -183,7 +191,7 @@ docker_ref() {
     *) echo "docker.io/library/$1" ;;
   esac
 }
-if image_exists "$NODE_IMAGE"; then log "node image: cached"; else cached node-"$node_key" x build_node; fi
+built "$NODE_IMAGE" "node image" build_node
 
 mkdir -p "$out"
 printf 'NODE_IMAGE=%s\nBASE_IMAGE=%s\nGO_IMAGE=%s\n' "$NODE_IMAGE" "$BASE_IMAGE" "$GO_IMAGE" > "$out/images.env"

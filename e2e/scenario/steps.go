@@ -71,6 +71,11 @@ var vocabulary = compile([]*stepDef{
 	{Name: "no persistentvolume is bound to claim {name} for {duration}", Timeout: 2 * time.Minute, run: stepNoPVFor},
 	{Name: "restart the driver on {node}", Timeout: 3 * time.Minute, run: stepRestartDriver},
 	{Name: "restart node {node}", Timeout: 5 * time.Minute, run: stepRestartNode},
+	{Name: "stop node {node}", Timeout: time.Minute, run: stepStopNode},
+	{Name: "start node {node}", Timeout: 5 * time.Minute, run: stepStartNode},
+	{Name: "delete node {node}", Timeout: time.Minute, run: stepDeleteNode},
+	{Name: "no store pod is left", Timeout: 2 * time.Minute, run: stepNoStorePod},
+	{Name: "persistentvolume {name} is gone", Timeout: 2 * time.Minute, run: stepPVGone},
 	{Name: "start writing to the store", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
 	{Name: "stop {writer}: no acknowledged write lost, at least {n} store pods ready at every sample", Timeout: 2 * time.Minute, run: stepStopWriter},
 })
@@ -709,7 +714,16 @@ func (r *Run) checkStatus(ctx context.Context, a args, field func(storeStatus) i
 	if err != nil {
 		return err
 	}
-	st, err := r.storeStatus(ctx, a["pod"])
+	// The pod may not answer yet (a node just restarted): poll until it does.
+	var st storeStatus
+	err = harness.Until(ctx, "store pod "+a["pod"]+" to answer", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var err error
+		st, err = r.storeStatus(ctx, a["pod"])
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
 	if err != nil {
 		return err
 	}
@@ -767,11 +781,16 @@ func stepEveryCopyHolds(ctx context.Context, r *Run, a args) error {
 
 func stepCopyAbsent(ctx context.Context, r *Run, a args) error {
 	dir := filepath.Dir(filepath.Dir(copyLog(r.vars["pv"])))
-	out, err := r.onNode(ctx, a["node"], "ls", "-A", dir)
-	if err == nil {
-		return fmt.Errorf("%s has a copy of %s: %s holds %q", a["node"], r.vars["pv"], dir, out)
-	}
-	return nil
+	return harness.Until(ctx, "the copy on "+a["node"]+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		out, err := r.onNode(ctx, a["node"], "sh", "-c", "ls -A "+dir+" 2>/dev/null || echo absent")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if strings.TrimSpace(out) == "absent" {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("%s holds %q", dir, strings.TrimSpace(out)), nil
+	})
 }
 
 func stepRestartDriver(ctx context.Context, r *Run, a args) error {
@@ -808,15 +827,20 @@ func stepRestartNode(ctx context.Context, r *Run, a args) error {
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "restart", "-t", "10", a["node"]); err != nil {
 		return err
 	}
-	since := time.Now()
-	return harness.Until(ctx, "node "+a["node"]+"'s restarted kubelet to report Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+	return r.waitKubelet(ctx, a["node"], time.Now())
+}
+
+// waitKubelet waits until node's kubelet, started after since, has renewed
+// the node's lease and reports Ready.
+func (r *Run) waitKubelet(ctx context.Context, node string, since time.Time) error {
+	return harness.Until(ctx, "node "+node+"'s restarted kubelet to report Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var lease coordinationv1.Lease
-		if err := r.env.R.Get(ctx, a["node"], "kube-node-lease", &lease); err != nil {
+		if err := r.env.R.Get(ctx, node, "kube-node-lease", &lease); err != nil {
 			return false, err.Error(), nil
 		}
 		renewed := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
 		var n corev1.Node
-		if err := r.env.R.Get(ctx, a["node"], "", &n); err != nil {
+		if err := r.env.R.Get(ctx, node, "", &n); err != nil {
 			return false, err.Error(), nil
 		}
 		for _, c := range n.Status.Conditions {
@@ -826,6 +850,79 @@ func stepRestartNode(ctx context.Context, r *Run, a args) error {
 		}
 		return false, "no Ready condition", nil
 	})
+}
+
+func stepStopNode(ctx context.Context, r *Run, a args) error {
+	r.lists["_stopped"] = append(r.lists["_stopped"], a["node"])
+	_, err := harness.Run(ctx, r.env.Repo, "docker", "stop", "-t", "10", a["node"])
+	return err
+}
+
+func stepStartNode(ctx context.Context, r *Run, a args) error {
+	since := time.Now()
+	if _, err := harness.Run(ctx, r.env.Repo, "docker", "start", a["node"]); err != nil {
+		return err
+	}
+	if err := r.waitKubelet(ctx, a["node"], since); err != nil {
+		return err
+	}
+	// The driver's pod on the node (DaemonSet) must be back too.
+	return harness.Until(ctx, "the driver to run on "+a["node"]+" again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods,
+			resources.WithFieldSelector("spec.nodeName="+a["node"])); err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if podReady(&p) && cs.State.Running != nil && cs.State.Running.StartedAt.After(since) {
+					return true, "", nil
+				}
+			}
+		}
+		return false, r.driverPodsReport(pods.Items), nil
+	})
+}
+
+func (r *Run) driverPodsReport(pods []corev1.Pod) string {
+	var s []string
+	for _, p := range pods {
+		s = append(s, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, podReady(&p)))
+	}
+	return "driver pods: " + strings.Join(s, ", ")
+}
+
+func stepDeleteNode(ctx context.Context, r *Run, a args) error {
+	return r.env.R.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a["node"]}})
+}
+
+func stepNoStorePod(ctx context.Context, r *Run, _ args) error {
+	return harness.Until(ctx, "every store pod to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.storePods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods) == 0, r.podsReport(ctx), nil
+	})
+}
+
+func stepPVGone(ctx context.Context, r *Run, a args) error {
+	start := time.Now()
+	err := harness.Until(ctx, "PersistentVolume "+a["name"]+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var pv corev1.PersistentVolume
+		err := r.env.R.Get(ctx, a["name"], "", &pv)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return false, fmt.Sprintf("phase %s, deleting %v, finalizers %v", pv.Status.Phase, pv.DeletionTimestamp != nil, pv.Finalizers), nil
+	})
+	if err == nil {
+		r.t.Logf("PersistentVolume %s gone %s after the step began", a["name"], time.Since(start).Round(10*time.Millisecond))
+	}
+	return err
 }
 
 // --- cleanup ----------------------------------------------------------------
@@ -842,6 +939,11 @@ func (r *Run) cleanup() {
 	defer cancel()
 	for _, w := range r.writers {
 		w.stop()
+	}
+	for _, n := range r.lists["_stopped"] {
+		if _, err := harness.Run(ctx, r.env.Repo, "docker", "start", n); err != nil {
+			r.t.Logf("cleanup: starting node %s: %v", n, err)
+		}
 	}
 	for _, n := range r.lists["_cordoned"] {
 		_ = r.cordon(ctx, n, false)

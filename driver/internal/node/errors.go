@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 
 	"liken.sh/per-node/driver/internal/holders"
 	"liken.sh/per-node/driver/internal/layout"
+	"liken.sh/per-node/driver/internal/reclaim"
 )
 
 var (
@@ -47,6 +49,7 @@ func (s *Server) toStatus(op, handle string, err error) error {
 	var held *HeldError
 	switch {
 	case errors.As(err, &held):
+		s.refused(handle, held.Error())
 		return status.Errorf(codes.FailedPrecondition,
 			"%s: one pod per node may use a per-node volume; this pod will start once %s leaves node %s",
 			held.Error(), held.Holder.Pod, s.nodeID)
@@ -55,8 +58,25 @@ func (s *Server) toStatus(op, handle string, err error) error {
 			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)
 	case errors.Is(err, ErrNotFound):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v", op, handle, err)
+	case errors.Is(err, reclaim.ErrDeleting):
+		s.refused(handle, "the PersistentVolume is being deleted")
+		return status.Errorf(codes.FailedPrecondition,
+			"%s volume %q: the PersistentVolume is being deleted and its copies with it; it is not mounted again", op, handle)
+	case errors.Is(err, reclaim.ErrNoVolume):
+		return status.Errorf(codes.NotFound, "%s volume %q: %v; the volumeHandle must be the PersistentVolume's name", op, handle, err)
+	case errors.Is(err, reclaim.ErrAPI):
+		return status.Errorf(codes.Unavailable,
+			"%s volume %q on node %s: %v; the copy is not created until this node is recorded on the PersistentVolume, kubelet retries",
+			op, handle, s.nodeID, err)
 	default:
 		return status.Errorf(codes.Internal, "%s volume %q on node %s: %v; see the per-node driver log on that node",
 			op, handle, s.nodeID, err)
+	}
+}
+
+// refused tells the PV's story when a mount is refused.
+func (s *Server) refused(handle, why string) {
+	if s.tracker != nil {
+		s.tracker.Event(context.Background(), handle, "Warning", "MountRefused", "node "+s.nodeID+": "+why)
 	}
 }

@@ -21,7 +21,7 @@ type publication struct {
 
 // publish mounts the copy for p.pod unless another pod holds it. The caller
 // holds the handle's lock.
-func (s *Server) publish(_ context.Context, p publication) error {
+func (s *Server) publish(ctx context.Context, p publication) error {
 	copyDir, err := s.layout.CopyDir(p.handle)
 	if err != nil {
 		return err
@@ -32,7 +32,7 @@ func (s *Server) publish(_ context.Context, p publication) error {
 		}
 		return &HeldError{Handle: p.handle, Holder: h}
 	}
-	if err := s.ensureCopy(p.handle, copyDir); err != nil {
+	if err := s.ensureTrackedCopy(ctx, p.handle, copyDir); err != nil {
 		return err
 	}
 	fresh, err := makeTarget(p.target)

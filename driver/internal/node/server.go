@@ -33,6 +33,8 @@ type Config struct {
 	Mounter mounts.Mounter
 	// MountInfo is the mount table read at start; empty means /proc/self/mountinfo.
 	MountInfo string
+	// Tracker records copies on their PersistentVolumes (nil: standalone).
+	Tracker Tracker
 }
 
 // Server implements csi.IdentityServer and csi.NodeServer.
@@ -44,6 +46,7 @@ type Server struct {
 	version string
 	layout  layout.Layout
 	mounter mounts.Mounter
+	tracker Tracker
 	holders *holders.Index
 	// locks serialises work on one handle. Hashing into many mutexes keeps
 	// unrelated volumes from waiting on each other.
@@ -77,6 +80,7 @@ func New(cfg Config) (*Server, error) {
 		version: cfg.Version,
 		layout:  l,
 		mounter: cfg.Mounter,
+		tracker: cfg.Tracker,
 		holders: holders.NewIndex(),
 		locks:   keymutex.NewHashed(256),
 	}

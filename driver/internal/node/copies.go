@@ -1,0 +1,138 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Tracker records on the PersistentVolume that this node holds a copy, and
+// tells the story in events. Without a cluster (csi-sanity, unit tests)
+// there is none and copies are not tracked.
+type Tracker interface {
+	// Record returns the PV's UID once the PV lists this node as a holder.
+	Record(ctx context.Context, handle string) (uid string, err error)
+	// Event records an event on the PV.
+	Event(ctx context.Context, handle, eventType, reason, message string)
+}
+
+// uidFile, next to a copy, holds the UID of the PersistentVolume the copy
+// belongs to: a PV deleted and created again under the same name gets a
+// new UID, and never sees the old copy.
+const uidFile = "pv-uid"
+
+// CopyUID returns the PV UID a copy is bound to ("" if it is not bound).
+func (s *Server) CopyUID(handle string) (string, error) {
+	dir, err := s.layout.VolumeDir(handle)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, uidFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+// ensureTrackedCopy records the holder on the PV before the copy exists,
+// and replaces a copy that belongs to an older PV of the same name.
+func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) error {
+	if s.tracker == nil {
+		return s.ensureCopy(handle, copyDir)
+	}
+	uid, err := s.tracker.Record(ctx, handle)
+	if err != nil {
+		return fmt.Errorf("record this node on the PersistentVolume: %w", err)
+	}
+	old, err := s.CopyUID(handle)
+	if err != nil {
+		return fmt.Errorf("read the copy's PV UID: %w", err)
+	}
+	if old != "" && old != uid {
+		klog.InfoS("Copy belongs to an earlier PersistentVolume of the same name; replacing it",
+			"volume_id", handle, "old_uid", old, "uid", uid)
+		if _, err := s.trash(handle); err != nil {
+			return err
+		}
+	}
+	fresh := false
+	if _, err := os.Stat(copyDir); errors.Is(err, fs.ErrNotExist) {
+		fresh = true
+	}
+	if err := s.ensureCopy(handle, copyDir); err != nil {
+		return err
+	}
+	dir, _ := s.layout.VolumeDir(handle)
+	if err := os.WriteFile(filepath.Join(dir, uidFile), []byte(uid+"\n"), 0o644); err != nil {
+		return fmt.Errorf("bind the copy to its PV: %w", err)
+	}
+	if fresh {
+		s.tracker.Event(ctx, handle, "Normal", "CopyCreated", "node "+s.nodeID+" created its copy")
+	}
+	return nil
+}
+
+// RemoveCopy makes the copy of handle unreachable at once (a rename into the
+// trash) and empties the trash in the background. It refuses while a pod on
+// this node holds the copy, and reports false when there was no copy.
+func (s *Server) RemoveCopy(handle string) (bool, error) {
+	s.locks.LockKey(handle)
+	defer func() { _ = s.locks.UnlockKey(handle) }()
+	copyDir, err := s.layout.CopyDir(handle)
+	if err != nil {
+		return false, err
+	}
+	if h, ok := s.confirmedHolder(handle, copyDir); ok {
+		return false, &HeldError{Handle: handle, Holder: h}
+	}
+	return s.trash(handle)
+}
+
+// trash renames the handle's directory into the trash. The caller holds the
+// handle's lock (or owns the handle exclusively, at start).
+func (s *Server) trash(handle string) (bool, error) {
+	dir, err := s.layout.VolumeDir(handle)
+	if err != nil {
+		return false, err
+	}
+	dst := filepath.Join(s.layout.TrashDir(), fmt.Sprintf("%s.%d", handle, time.Now().UnixNano()))
+	if err := os.Rename(dir, dst); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("move the copy to the trash: %w", err)
+	}
+	go s.emptyTrashEntry(dst, handle)
+	return true, nil
+}
+
+// EmptyTrash removes what an earlier run left in the trash.
+func (s *Server) EmptyTrash() {
+	entries, err := os.ReadDir(s.layout.TrashDir())
+	if err != nil {
+		klog.ErrorS(err, "Cannot read the trash")
+		return
+	}
+	for _, e := range entries {
+		s.emptyTrashEntry(filepath.Join(s.layout.TrashDir(), e.Name()), "")
+	}
+}
+
+func (s *Server) emptyTrashEntry(path, handle string) {
+	used, _ := usage(path)
+	if err := os.RemoveAll(path); err != nil {
+		klog.ErrorS(err, "Cannot empty the trash", "path", path)
+		return
+	}
+	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.bytes, "files", used.inodes)
+	if handle != "" && s.tracker != nil {
+		s.tracker.Event(context.Background(), handle, "Normal", "CopyRemoved",
+			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.bytes))
+	}
+}

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+
+	"liken.sh/per-node/driver/internal/mounts"
+	"liken.sh/per-node/driver/internal/reclaim"
+)
+
+// fakeTracker stands in for the PersistentVolume: its UID, or an error.
+type fakeTracker struct {
+	uid    string
+	err    error
+	events []string
+}
+
+func (f *fakeTracker) Record(context.Context, string) (string, error) { return f.uid, f.err }
+func (f *fakeTracker) Event(_ context.Context, _, _, reason, _ string) {
+	f.events = append(f.events, reason)
+}
+
+func newTrackedServer(t *testing.T, tr *fakeTracker) (*Server, string) {
+	t.Helper()
+	s, dir := newTestServer(t)
+	tracked, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel(), Tracker: tr})
+	assert.NilError(t, err)
+	return tracked, dir
+}
+
+func TestPublishRecordsBeforeCreatingAndRefusesWhatCannotBeRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code codes.Code
+	}{
+		{"API unreachable", fmt.Errorf("%w: timeout", reclaim.ErrAPI), codes.Unavailable},
+		{"PV being deleted", reclaim.ErrDeleting, codes.FailedPrecondition},
+		{"no such PV", reclaim.ErrNoVolume, codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTrackedServer(t, &fakeTracker{err: tc.err})
+			_, err := s.NodePublishVolume(context.Background(), publishReq("store", podTarget(dir, "1", "store"), "p"))
+			assertCode(t, err, tc.code)
+			_, statErr := os.Stat(filepath.Join(s.layout.VolumesDir(), "store"))
+			assert.Assert(t, errors.Is(statErr, os.ErrNotExist), "no untracked copy is created")
+		})
+	}
+}
+
+func TestCopyIsBoundToItsPVAndReplacedForANewOne(t *testing.T) {
+	tr := &fakeTracker{uid: "uid-1"}
+	s, dir := newTrackedServer(t, tr)
+	ctx := context.Background()
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(filepath.Join(target, "old-data"), nil, 0o644))
+	uid, err := s.CopyUID("store")
+	assert.NilError(t, err)
+	assert.Equal(t, uid, "uid-1")
+	assert.DeepEqual(t, tr.events, []string{"CopyCreated"})
+
+	_, err = s.RemoveCopy("store")
+	assert.Assert(t, errors.Is(err, ErrHeld), "a held copy is not removed: %v", err)
+	unpublish(t, s, "store", target)
+
+	// The PV is deleted and created again under the same name.
+	tr.uid = "uid-2"
+	_, err = s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	entries, err := os.ReadDir(target)
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 0, "the new PV never sees the old copy's data")
+	waitTrashEmpty(t, s)
+}
+
+func TestRemoveCopyEmptiesTheTrash(t *testing.T) {
+	s, dir := newTrackedServer(t, &fakeTracker{uid: "u"})
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	for i := range 100 {
+		assert.NilError(t, os.WriteFile(filepath.Join(target, fmt.Sprint(i)), []byte("x"), 0o644))
+	}
+	unpublish(t, s, "store", target)
+	removed, err := s.RemoveCopy("store")
+	assert.NilError(t, err)
+	assert.Assert(t, removed)
+	handles, err := s.Handles()
+	assert.NilError(t, err)
+	assert.Equal(t, len(handles), 0, "the copy is unreachable at once")
+	waitTrashEmpty(t, s)
+	removed, err = s.RemoveCopy("store")
+	assert.NilError(t, err)
+	assert.Assert(t, !removed, "nothing left to remove")
+}
+
+func waitTrashEmpty(t *testing.T, s *Server) {
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		entries, err := os.ReadDir(s.layout.TrashDir())
+		if err != nil {
+			return poll.Error(err)
+		}
+		if len(entries) > 0 {
+			return poll.Continue("%d entries in the trash", len(entries))
+		}
+		return poll.Success()
+	})
+}
