@@ -13,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -71,12 +72,17 @@ func Apply(ctx context.Context, r *resources.Resources, objs []*unstructured.Uns
 	for _, o := range objs {
 		err := r.Create(ctx, o)
 		if apierrors.IsAlreadyExists(err) {
-			cur := &unstructured.Unstructured{}
-			cur.SetGroupVersionKind(o.GroupVersionKind())
-			if err = r.Get(ctx, o.GetName(), o.GetNamespace(), cur); err == nil {
+			// A controller may write the object between our read and our
+			// update (a PodDisruptionBudget's status): read again and retry.
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := &unstructured.Unstructured{}
+				cur.SetGroupVersionKind(o.GroupVersionKind())
+				if err := r.Get(ctx, o.GetName(), o.GetNamespace(), cur); err != nil {
+					return err
+				}
 				o.SetResourceVersion(cur.GetResourceVersion())
-				err = r.Update(ctx, o)
-			}
+				return r.Update(ctx, o)
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
