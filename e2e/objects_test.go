@@ -144,21 +144,12 @@ func waitRunning(t *testing.T, r *resources.Resources, pod *corev1.Pod, timeout 
 		if err := r.Get(context.Background(), pod.Name, pod.Namespace, pod); err != nil {
 			return poll.Continue("get pod: %v", err)
 		}
-		if pod.Status.Phase == corev1.PodRunning && podReady(pod) {
+		if pod.Status.Phase == corev1.PodRunning && harness.PodReady(pod) {
 			return poll.Success()
 		}
 		return poll.Continue("pod %s/%s is %s: %s; events: %s", pod.Namespace, pod.Name, pod.Status.Phase,
 			containerStates(pod), eventsOf(r, pod))
 	}, poll.WithTimeout(timeout), poll.WithDelay(500*time.Millisecond))
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func containerStates(p *corev1.Pod) string {

@@ -174,22 +174,13 @@ func (r *Run) expect(ctx context.Context, s Step, want *unstructured.Unstructure
 	if s.Expect.For == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(s.Expect.For)
-	for time.Now().Before(deadline) {
+	return holdsFor(ctx, s.Expect.For.String(), func() error {
 		ok, report, err := r.matches(ctx, s.Expect, want)
-		if err != nil {
-			return err
+		if err == nil && !ok {
+			err = fmt.Errorf("matched, then stopped matching within %s; expected:\n%s\nseen:\n%s", s.Expect.For, toYAML(want.Object), report)
 		}
-		if !ok {
-			return fmt.Errorf("matched, then stopped matching within %s; expected:\n%s\nseen:\n%s", s.Expect.For, toYAML(want.Object), report)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func quantifier(e ExpectOptions) string {

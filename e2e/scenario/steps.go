@@ -140,7 +140,7 @@ func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 			for i := range pods {
 				if pods[i].DeletionTimestamp != nil {
 					terminating++
-				} else if podReady(&pods[i]) {
+				} else if harness.PodReady(&pods[i]) {
 					ready++
 				}
 			}
@@ -181,25 +181,13 @@ func (r *Run) podsReport(ctx context.Context) string {
 	}
 	var s []string
 	for _, p := range pods {
-		state := fmt.Sprintf("%s ready=%v", p.Status.Phase, podReady(&p))
+		state := fmt.Sprintf("%s ready=%v", p.Status.Phase, harness.PodReady(&p))
 		if p.DeletionTimestamp != nil {
 			state = "terminating"
 		}
 		s = append(s, fmt.Sprintf("%s on %q %s", p.Name, p.Spec.NodeName, state))
 	}
 	return strings.Join(s, "; ")
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // pickPod waits for a store pod that satisfies ok and names it $as.
@@ -220,12 +208,12 @@ func (r *Run) pickPod(ctx context.Context, a args, what string, ok func(*corev1.
 }
 
 func stepPickStorePod(ctx context.Context, r *Run, a args) error {
-	return r.pickPod(ctx, a, "a ready store pod", podReady)
+	return r.pickPod(ctx, a, "a ready store pod", harness.PodReady)
 }
 
 func stepPickOtherPod(ctx context.Context, r *Run, a args) error {
 	return r.pickPod(ctx, a, "a ready store pod other than "+a["pod"], func(p *corev1.Pod) bool {
-		return p.Name != a["pod"] && podReady(p)
+		return p.Name != a["pod"] && harness.PodReady(p)
 	})
 }
 
@@ -237,7 +225,7 @@ func stepPickPendingPod(ctx context.Context, r *Run, a args) error {
 
 func stepStorePodOn(ctx context.Context, r *Run, a args) error {
 	return r.pickPod(ctx, a, "a ready store pod on "+a["node"], func(p *corev1.Pod) bool {
-		return p.Spec.NodeName == a["node"] && podReady(p)
+		return p.Spec.NodeName == a["node"] && harness.PodReady(p)
 	})
 }
 
@@ -414,7 +402,7 @@ func stepDistinctNodes(ctx context.Context, r *Run, a args) error {
 		}
 		nodes := map[string]bool{}
 		for _, p := range pods {
-			if podReady(&p) {
+			if harness.PodReady(&p) {
 				nodes[p.Spec.NodeName] = true
 			}
 		}
@@ -423,18 +411,28 @@ func stepDistinctNodes(ctx context.Context, r *Run, a args) error {
 }
 
 func stepStaysPending(ctx context.Context, r *Run, a args) error {
-	d, err := time.ParseDuration(a["duration"])
-	if err != nil {
-		return err
-	}
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
+	return holdsFor(ctx, a["duration"], func() error {
 		var p corev1.Pod
 		if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
 			return err
 		}
 		if p.Status.Phase != corev1.PodPending {
-			return fmt.Errorf("pod %s is %s, expected Pending for %s; events: %s", p.Name, p.Status.Phase, d, r.eventText(ctx, p.Name))
+			return fmt.Errorf("pod %s is %s, expected Pending for %s; events: %s", p.Name, p.Status.Phase, a["duration"], r.eventText(ctx, p.Name))
+		}
+		return nil
+	})
+}
+
+// holdsFor checks every second, for the duration written in the step,
+// that check keeps passing.
+func holdsFor(ctx context.Context, duration string, check func() error) error {
+	d, err := time.ParseDuration(duration)
+	if err != nil {
+		return err
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if err := check(); err != nil {
+			return err
 		}
 		if err := sleep(ctx, time.Second); err != nil {
 			return err
@@ -477,12 +475,7 @@ func stepEvent(ctx context.Context, r *Run, a args) error {
 }
 
 func stepNoPVFor(ctx context.Context, r *Run, a args) error {
-	d, err := time.ParseDuration(a["duration"])
-	if err != nil {
-		return err
-	}
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
+	return holdsFor(ctx, a["duration"], func() error {
 		var pvs corev1.PersistentVolumeList
 		if err := r.env.R.List(ctx, &pvs); err != nil {
 			return err
@@ -492,11 +485,8 @@ func stepNoPVFor(ctx context.Context, r *Run, a args) error {
 				return fmt.Errorf("PersistentVolume %s is bound to claim %s/%s", pv.Name, r.ns(), a["name"])
 			}
 		}
-		if err := sleep(ctx, time.Second); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -793,31 +783,36 @@ func stepCopyAbsent(ctx context.Context, r *Run, a args) error {
 	})
 }
 
-func stepRestartDriver(ctx context.Context, r *Run, a args) error {
+// driverPodsOn lists the driver's pods on node.
+func (r *Run) driverPodsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods,
-		resources.WithFieldSelector("spec.nodeName="+a["node"])); err != nil {
+	err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods, resources.WithFieldSelector("spec.nodeName="+node))
+	return pods.Items, err
+}
+
+func stepRestartDriver(ctx context.Context, r *Run, a args) error {
+	pods, err := r.driverPodsOn(ctx, a["node"])
+	if err != nil {
 		return err
 	}
-	if len(pods.Items) != 1 {
-		return fmt.Errorf("expected one driver pod on %s, found %d", a["node"], len(pods.Items))
+	if len(pods) != 1 {
+		return fmt.Errorf("expected one driver pod on %s, found %d", a["node"], len(pods))
 	}
-	old := pods.Items[0]
+	old := pods[0]
 	if err := r.env.R.Delete(ctx, &old); err != nil {
 		return err
 	}
 	return harness.Until(ctx, "a new ready driver pod on "+a["node"], deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		var pods corev1.PodList
-		if err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods,
-			resources.WithFieldSelector("spec.nodeName="+a["node"])); err != nil {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
 			return false, "", err
 		}
-		for _, p := range pods.Items {
-			if p.UID != old.UID && podReady(&p) {
+		for _, p := range pods {
+			if p.UID != old.UID && harness.PodReady(&p) {
 				return true, "", nil
 			}
 		}
-		return false, fmt.Sprintf("%d driver pods on the node, none new and ready", len(pods.Items)), nil
+		return false, r.driverPodsReport(pods), nil
 	})
 }
 
@@ -868,26 +863,25 @@ func stepStartNode(ctx context.Context, r *Run, a args) error {
 	}
 	// The driver's pod on the node (DaemonSet) must be back too.
 	return harness.Until(ctx, "the driver to run on "+a["node"]+" again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		var pods corev1.PodList
-		if err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods,
-			resources.WithFieldSelector("spec.nodeName="+a["node"])); err != nil {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
 			return false, "", err
 		}
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			for _, cs := range p.Status.ContainerStatuses {
-				if podReady(&p) && cs.State.Running != nil && cs.State.Running.StartedAt.After(since) {
+				if harness.PodReady(&p) && cs.State.Running != nil && cs.State.Running.StartedAt.After(since) {
 					return true, "", nil
 				}
 			}
 		}
-		return false, r.driverPodsReport(pods.Items), nil
+		return false, r.driverPodsReport(pods), nil
 	})
 }
 
 func (r *Run) driverPodsReport(pods []corev1.Pod) string {
 	var s []string
 	for _, p := range pods {
-		s = append(s, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, podReady(&p)))
+		s = append(s, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, harness.PodReady(&p)))
 	}
 	return "driver pods: " + strings.Join(s, ", ")
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"liken.sh/per-node/e2e/internal/harness"
 )
 
 // writer writes to the store while a scenario disrupts it, and samples how
@@ -38,7 +40,7 @@ func (w *writer) run(ctx context.Context, r *Run, name string) {
 		ready := 0
 		var target string
 		for j := range pods {
-			if podReady(&pods[j]) {
+			if harness.PodReady(&pods[j]) {
 				ready++
 				if target == "" || (i+j)%len(pods) == 0 {
 					target = pods[j].Name

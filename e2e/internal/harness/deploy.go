@@ -138,3 +138,16 @@ func WaitRolledOut(ctx context.Context, r *resources.Resources, namespace, name 
 		return done, seen, nil
 	})
 }
+
+// PodReady reports whether a pod is Ready and not being deleted.
+func PodReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
