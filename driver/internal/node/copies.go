@@ -89,7 +89,11 @@ func (s *Server) RemoveCopy(handle string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if h, ok := s.confirmedHolder(handle, copyDir); ok {
+	h, ok, err := s.confirmedHolder(handle, copyDir)
+	if err != nil {
+		return false, err
+	}
+	if ok {
 		return false, &HeldError{Handle: handle, Holder: h}
 	}
 	return s.trash(handle)

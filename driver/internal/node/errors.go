@@ -16,6 +16,9 @@ import (
 var (
 	// ErrHeld means another pod on this node holds the copy.
 	ErrHeld = errors.New("copy is held by another pod on this node")
+	// ErrUncertain means the kernel could not tell whether a pod holds the
+	// copy. It never counts as "not held": the caller retries.
+	ErrUncertain = errors.New("cannot tell whether a pod on this node holds the copy")
 	// ErrNotFound means the copy, or its mount at the given path, does not exist.
 	ErrNotFound = errors.New("not found")
 )
@@ -53,6 +56,10 @@ func (s *Server) toStatus(op, handle string, err error) error {
 		return status.Errorf(codes.FailedPrecondition,
 			"%s: one pod per node may use a per-node volume; this pod will start once %s leaves node %s",
 			held.Error(), held.Holder.Pod, s.nodeID)
+	case errors.Is(err, ErrUncertain):
+		return status.Errorf(codes.Unavailable,
+			"%s volume %q on node %s: %v; the copy is treated as held until the kernel answers, kubelet retries",
+			op, handle, s.nodeID, err)
 	case errors.Is(err, layout.ErrInvalidHandle):
 		return status.Errorf(codes.InvalidArgument,
 			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)

@@ -26,7 +26,11 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 	if err != nil {
 		return err
 	}
-	if h, ok := s.confirmedHolder(p.handle, copyDir); ok {
+	h, ok, err := s.confirmedHolder(p.handle, copyDir)
+	if err != nil {
+		return err
+	}
+	if ok {
 		if h.Target == p.target {
 			return nil // kubelet retried a publish that already succeeded
 		}
@@ -71,19 +75,26 @@ func makeTarget(target string) (bool, error) {
 
 // confirmedHolder returns the recorded holder of handle if the kernel still
 // shows the copy mounted there, and forgets a record the kernel disowns.
-func (s *Server) confirmedHolder(handle, copyDir string) (holders.Holder, bool) {
+// When the kernel cannot answer, the copy counts as held: the record stays
+// and the error (wrapping ErrUncertain) tells the caller to retry.
+func (s *Server) confirmedHolder(handle, copyDir string) (holders.Holder, bool, error) {
 	h, ok := s.holders.Get(handle)
 	if !ok {
-		return holders.Holder{}, false
+		return holders.Holder{}, false, nil
 	}
 	shows, err := s.shows(h.Target, copyDir)
-	if err != nil || !shows {
-		klog.InfoS("Recorded holder no longer has the copy mounted; forgetting it",
-			"volume_id", handle, "target_path", h.Target, "pod", h.Pod, "err", err)
-		s.holders.Forget(handle)
-		return holders.Holder{}, false
+	if err != nil {
+		klog.ErrorS(err, "Cannot confirm the holder of a copy; it stays held",
+			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
+		return h, true, fmt.Errorf("%w (pod %s at %s): %w", ErrUncertain, h.Pod, h.Target, err)
 	}
-	return h, true
+	if !shows {
+		klog.InfoS("Recorded holder no longer has the copy mounted; forgetting it",
+			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
+		s.holders.Forget(handle)
+		return holders.Holder{}, false, nil
+	}
+	return h, true, nil
 }
 
 // shows reports whether target is a mount point that shows copyDir.
