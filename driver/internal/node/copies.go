@@ -69,14 +69,57 @@ func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) 
 	if err := s.ensureCopy(handle, copyDir); err != nil {
 		return err
 	}
-	dir, _ := s.layout.VolumeDir(handle)
-	if err := os.WriteFile(filepath.Join(dir, uidFile), []byte(uid+"\n"), 0o644); err != nil {
-		return fmt.Errorf("bind the copy to its PV: %w", err)
+	if old != uid {
+		dir, _ := s.layout.VolumeDir(handle)
+		if err := writeFileAtomic(filepath.Join(dir, uidFile), []byte(uid+"\n")); err != nil {
+			return fmt.Errorf("bind the copy to its PV: %w", err)
+		}
 	}
 	if fresh {
 		s.tracker.Event(ctx, handle, "Normal", "CopyCreated", "node "+s.nodeID+" created its copy")
 	}
 	return nil
+}
+
+// writeFileAtomic replaces path with data so that a crash leaves either the
+// old file or the new one, never a partial one: a temporary file is written
+// and synced, renamed over path, and the directory is synced.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op once renamed
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a directory's entries (a rename, a new file) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
 }
 
 // RemoveCopy makes the copy of handle unreachable at once (a rename into the

@@ -117,3 +117,29 @@ func waitTrashEmpty(t *testing.T, s *Server) {
 		return poll.Success()
 	})
 }
+
+// The copy's PV UID is written once, atomically: a later publish does not
+// rewrite it, so a crash can never leave it empty.
+func TestPVUIDIsWrittenOnceAndAtomically(t *testing.T) {
+	s, dir := newTrackedServer(t, &fakeTracker{uid: "uid-1"})
+	ctx := context.Background()
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	vdir, err := s.layout.VolumeDir("store")
+	assert.NilError(t, err)
+	before, err := os.Stat(filepath.Join(vdir, uidFile))
+	assert.NilError(t, err)
+	unpublish(t, s, "store", target)
+
+	_, err = s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	after, err := os.Stat(filepath.Join(vdir, uidFile))
+	assert.NilError(t, err)
+	assert.Assert(t, os.SameFile(before, after) && before.ModTime().Equal(after.ModTime()),
+		"pv-uid was rewritten by a second publish of the same PV")
+	leftovers, err := filepath.Glob(filepath.Join(vdir, uidFile+".*"))
+	assert.NilError(t, err)
+	assert.Equal(t, len(leftovers), 0, "temporary files left: %v", leftovers)
+}
