@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +31,7 @@ import (
 	"liken.sh/per-node/driver/internal/node"
 	"liken.sh/per-node/driver/internal/reclaim"
 	"liken.sh/per-node/driver/internal/registration"
+	"liken.sh/per-node/driver/internal/rootlock"
 	"liken.sh/per-node/driver/internal/rpcserver"
 )
 
@@ -42,6 +45,7 @@ type options struct {
 	registrationDir string
 	healthAddress   string
 	kubeconfig      string
+	standalone      bool
 }
 
 func main() {
@@ -52,7 +56,8 @@ func main() {
 	flag.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
 	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
 	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz endpoint; empty disables it")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster, or standalone without a cluster")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
+	flag.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -79,9 +84,17 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubeClient(o.kubeconfig)
+	lock, err := rootlock.Acquire(o.root)
 	if err != nil {
 		return err
+	}
+	defer func() { _ = lock.Release() }()
+	var client kubernetes.Interface
+	var meta metadata.Interface
+	if !o.standalone {
+		if client, meta, err = kubeClients(o.kubeconfig); err != nil {
+			return err
+		}
 	}
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel()}
 	if client != nil {
@@ -91,14 +104,17 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("start node server: %w", err)
 	}
+	var reclaimStopped atomic.Bool
 	if client != nil {
+		ctl := reclaim.NewController(client, meta, o.nodeID, srv)
 		go func() {
-			if err := reclaim.NewController(client, o.nodeID, srv).Run(ctx); err != nil {
+			defer reclaimStopped.Store(true)
+			if err := ctl.Run(ctx); err != nil {
 				klog.ErrorS(err, "Reclaim controller stopped")
 			}
 		}()
 	} else {
-		klog.InfoS("No cluster: running standalone; copies are not recorded on PersistentVolumes")
+		klog.InfoS("Standalone: copies are not recorded on PersistentVolumes and never removed")
 	}
 	l, err := rpcserver.Listen(socket)
 	if err != nil {
@@ -114,9 +130,11 @@ func run(ctx context.Context, o options) error {
 	}()
 	klog.InfoS("Serving CSI", "driver", node.DriverName, "version", version, "endpoint", socket, "node", o.nodeID)
 
+	checks := []check{{"CSI socket", func() error { return dial(socket) }}}
 	if o.registrationDir != "" {
 		regPath := registration.SocketPath(o.registrationDir, node.DriverName)
-		reg, _, err := registration.New(node.DriverName, socket).Serve(regPath)
+		regSrv := registration.New(node.DriverName, socket)
+		reg, _, err := regSrv.Serve(regPath)
 		if err != nil {
 			return err
 		}
@@ -124,9 +142,23 @@ func run(ctx context.Context, o options) error {
 			reg.Stop()
 			_ = os.Remove(regPath)
 		}()
+		checks = append(checks, check{"kubelet registration", func() error {
+			if regSrv.Refused() {
+				return errors.New("kubelet refused the driver")
+			}
+			return dial(regPath)
+		}})
+	}
+	if client != nil {
+		checks = append(checks, check{"reclaim controller", func() error {
+			if reclaimStopped.Load() {
+				return errors.New("stopped")
+			}
+			return nil
+		}})
 	}
 	if o.healthAddress != "" {
-		h := &http.Server{Addr: o.healthAddress, Handler: healthz(socket), ReadHeaderTimeout: 5 * time.Second}
+		h := &http.Server{Addr: o.healthAddress, Handler: healthz(checks), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Health server stopped")
@@ -141,39 +173,58 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// healthz answers 200 while the CSI socket accepts connections.
-func healthz(socket string) http.Handler {
+// check is one thing /healthz verifies.
+type check struct {
+	name string
+	err  func() error
+}
+
+// healthz answers 200 while every check passes, else 503 naming the first
+// that failed.
+func healthz(checks []check) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		c, err := net.DialTimeout("unix", socket, time.Second)
-		if err != nil {
-			http.Error(w, "CSI socket: "+err.Error(), http.StatusServiceUnavailable)
-			return
+		for _, c := range checks {
+			if err := c.err(); err != nil {
+				http.Error(w, c.name+": "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
-		_ = c.Close()
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
 }
 
-// kubeClient connects to the API server: with kubeconfig if given, else
-// in-cluster. Outside a cluster with no kubeconfig it returns nil: the
-// driver runs standalone (csi-sanity, development).
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// dial checks that a unix socket accepts connections.
+func dial(socket string) error {
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// kubeClients connects to the API server: with kubeconfig if given, else
+// in-cluster. Missing credentials are an error: running without a cluster
+// is --standalone, never a fallback.
+func kubeClients(kubeconfig string) (kubernetes.Interface, metadata.Interface, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
 	} else {
 		cfg, err = rest.InClusterConfig()
-		if errors.Is(err, rest.ErrNotInCluster) {
-			return nil, nil
-		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to the API server: %w", err)
+		return nil, nil, fmt.Errorf("connect to the API server (use --standalone to run without a cluster): %w", err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	cfg.UserAgent = "per-node/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	return client, meta, err
 }
 
 // eventRecorder records events on PersistentVolumes as this node's driver.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -159,27 +160,74 @@ func (s *Server) trash(handle string) (bool, error) {
 	return true, nil
 }
 
-// EmptyTrash removes what an earlier run left in the trash.
-func (s *Server) EmptyTrash() {
-	entries, err := os.ReadDir(s.layout.TrashDir())
+// HasCopy reports whether this node holds a copy of handle.
+func (s *Server) HasCopy(handle string) (bool, error) {
+	dir, err := s.layout.VolumeDir(handle)
 	if err != nil {
-		klog.ErrorS(err, "Cannot read the trash")
-		return
+		return false, err
 	}
-	for _, e := range entries {
-		s.emptyTrashEntry(filepath.Join(s.layout.TrashDir(), e.Name()), "")
+	_, err = os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// EmptyTrash removes what an earlier run left in the trash. It returns the
+// first error; the caller retries.
+func (s *Server) EmptyTrash() error {
+	dir, err := os.Open(s.layout.TrashDir())
+	if err != nil {
+		return fmt.Errorf("open the trash: %w", err)
+	}
+	defer func() { _ = dir.Close() }()
+	var first error
+	for {
+		names, err := dir.Readdirnames(batch)
+		for _, name := range names {
+			if err := s.removeTrashEntry(filepath.Join(s.layout.TrashDir(), name), ""); err != nil && first == nil {
+				first = err
+			}
+		}
+		if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
+			return first
+		}
+		if err != nil {
+			return fmt.Errorf("read the trash: %w", err)
+		}
 	}
 }
 
+// emptyTrashEntry removes one copy from the trash in the background,
+// retrying with backoff until it is gone.
 func (s *Server) emptyTrashEntry(path, handle string) {
-	used, _ := usage(path)
-	if err := os.RemoveAll(path); err != nil {
-		klog.ErrorS(err, "Cannot empty the trash", "path", path)
-		return
+	backoff := time.Second
+	for {
+		err := s.removeTrashEntry(path, handle)
+		if err == nil {
+			return
+		}
+		if handle != "" && s.tracker != nil {
+			s.tracker.Event(context.Background(), handle, "Warning", "CopyRemovalFailed",
+				fmt.Sprintf("node %s could not finish removing its copy (will retry in %s): %v", s.nodeID, backoff, err))
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Minute)
+	}
+}
+
+// removeTrashEntry removes one entry of the trash, never crossing into a
+// mount point, and tells the story.
+func (s *Server) removeTrashEntry(path, handle string) error {
+	used, err := removeTree(path)
+	if err != nil {
+		klog.ErrorS(err, "Cannot empty the trash", "volume_id", handle, "path", path)
+		return err
 	}
 	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.bytes, "files", used.inodes)
 	if handle != "" && s.tracker != nil {
 		s.tracker.Event(context.Background(), handle, "Normal", "CopyRemoved",
 			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.bytes))
 	}
+	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -45,35 +43,4 @@ func (s *Server) stats(handle, path string) ([]*csi.VolumeUsage, error) {
 		{Unit: csi.VolumeUsage_INODES, Total: int64(fsStat.Files),
 			Available: int64(fsStat.Ffree), Used: used.inodes},
 	}, nil
-}
-
-type usedSpace struct{ bytes, inodes int64 }
-
-// usage walks the copy and adds up the blocks and inodes it uses.
-func usage(dir string) (usedSpace, error) {
-	var u usedSpace
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		u.inodes++
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			u.bytes += st.Blocks * 512
-		}
-		return nil
-	})
-	if err != nil {
-		return usedSpace{}, fmt.Errorf("measure copy: %w", err)
-	}
-	return u, nil
 }

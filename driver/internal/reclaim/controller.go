@@ -2,55 +2,83 @@ package reclaim
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
-// DriverName is the CSI driver whose PersistentVolumes are reconciled.
-const DriverName = "per-node.liken.sh"
+// resync re-examines every PV from the informer's cache (no API call) as a
+// safety net; events and the retry queue do the real work.
+const resync = 10 * time.Minute
+
+var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
+
+// errOwnNodeAbsent delays re-recording while this node's Node object is
+// missing (deleted, not yet re-registered): the other nodes would drop the
+// record again at once.
+var errOwnNodeAbsent = errors.New("this node's Node object is absent; its records are restored once it registers again")
 
 // Copies is this node's side: the copies on disk.
 type Copies interface {
 	// Handles lists the volumes this node holds a copy of.
 	Handles() ([]string, error)
+	// HasCopy reports whether this node holds a copy of handle.
+	HasCopy(handle string) (bool, error)
 	// CopyUID is the UID of the PV a copy is bound to ("" if unbound).
 	CopyUID(handle string) (string, error)
-	// RemoveCopy removes a copy unless a pod on this node holds it.
+	// RemoveCopy removes a copy unless a pod on this node holds it (or the
+	// kernel cannot tell).
 	RemoveCopy(handle string) (bool, error)
 	// EmptyTrash removes copies a crash left half-removed.
-	EmptyTrash()
+	EmptyTrash() error
 }
 
-// Controller removes this node's copies of deleted PersistentVolumes, and
-// the records of Nodes that are gone.
+// Controller removes this node's copies of deleted PersistentVolumes,
+// restores this node's records where they vanished, and drops the records
+// of Nodes that are gone.
 type Controller struct {
-	client kubernetes.Interface
-	node   string
-	copies Copies
-	queue  workqueue.TypedRateLimitingInterface[string]
-	pvs    listersv1.PersistentVolumeLister
+	client  kubernetes.Interface
+	meta    metadata.Interface
+	node    string
+	copies  Copies
+	tracker *Tracker
+	queue   workqueue.TypedRateLimitingInterface[string]
+	pvs     listersv1.PersistentVolumeLister
+	nodes   cache.GenericLister
+	running atomic.Bool
 }
 
-// NewController returns the controller of node.
-func NewController(client kubernetes.Interface, node string, copies Copies) *Controller {
-	return &Controller{client: client, node: node, copies: copies,
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second))}
+// NewController returns the controller of node. meta watches Nodes as
+// metadata only.
+func NewController(client kubernetes.Interface, meta metadata.Interface, node string, copies Copies) *Controller {
+	return &Controller{client: client, meta: meta, node: node, copies: copies,
+		tracker: NewTracker(client, node, nil),
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second))}
 }
 
-// Run reconciles until ctx ends.
+// Running reports whether the controller has synced its caches and works.
+func (c *Controller) Running() bool { return c.running.Load() }
+
+// Run reconciles until ctx ends. It returns an error if its caches never
+// sync.
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactory(c.client, 30*time.Second)
+	factory := informers.NewSharedInformerFactory(c.client, resync)
 	pvInformer := factory.Core().V1().PersistentVolumes()
 	c.pvs = pvInformer.Lister()
 	onPV := func(obj any) {
@@ -60,33 +88,54 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	if _, err := pvInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) },
+		DeleteFunc: func(obj any) { c.queue.Add(objectName(obj)) },
 	}); err != nil {
 		return err
 	}
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) { c.enqueueHeldBy(nodeName(obj)) },
+	metaFactory := metadatainformer.NewSharedInformerFactory(c.meta, resync)
+	nodeInformer := metaFactory.ForResource(nodesResource)
+	c.nodes = nodeInformer.Lister()
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onNode(objectName(obj)) },
+		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
 	}); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	c.reconcileLocal(ctx)
+	metaFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer metaFactory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync", typ)
+		}
+	}
+	for gvr, ok := range metaFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("the %v cache did not sync", gvr)
+		}
+	}
+	if err := c.queueLocal(); err != nil {
+		return err
+	}
+	go c.emptyTrash(ctx)
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
+	c.running.Store(true)
+	defer c.running.Store(false)
 	for c.next(ctx) {
 	}
-	factory.Shutdown()
 	return nil
 }
 
-func nodeName(obj any) string {
+func objectName(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if n, ok := obj.(*corev1.Node); ok {
-		return n.Name
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetName()
 	}
 	return ""
 }
@@ -95,16 +144,52 @@ func ours(pv *corev1.PersistentVolume) bool {
 	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == DriverName
 }
 
-// enqueueHeldBy queues every PV that lists node as a holder.
-func (c *Controller) enqueueHeldBy(node string) {
+// onNode queues the PVs a Node's arrival or departure concerns: for this
+// node, every PV (its records may need restoring); for another, the PVs
+// that record it.
+func (c *Controller) onNode(node string) {
 	if node == "" {
 		return
 	}
-	pvs, _ := c.pvs.List(everything)
+	pvs, _ := c.pvs.List(labels.Everything())
 	for _, pv := range pvs {
-		if slices.Contains(pv.Finalizers, Finalizer(node)) {
+		if ours(pv) && (node == c.node || slices.Contains(Recorded(pv), node)) {
 			c.queue.Add(pv.Name)
 		}
+	}
+	if node == c.node {
+		_ = c.queueLocal()
+	}
+}
+
+// queueLocal queues every copy on this node's disk, whatever its PV.
+func (c *Controller) queueLocal() error {
+	handles, err := c.copies.Handles()
+	if err != nil {
+		return fmt.Errorf("list this node's copies: %w", err)
+	}
+	for _, h := range handles {
+		c.queue.Add(h)
+	}
+	return nil
+}
+
+// emptyTrash empties what an earlier run left in the trash, retrying with
+// backoff until it is done.
+func (c *Controller) emptyTrash(ctx context.Context) {
+	backoff := time.Second
+	for {
+		err := c.copies.EmptyTrash()
+		if err == nil {
+			return
+		}
+		klog.ErrorS(err, "Cannot empty the trash; will retry", "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Minute)
 	}
 }
 
@@ -115,7 +200,7 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(name)
 	if err := c.sync(ctx, name); err != nil {
-		klog.InfoS("Will retry", "volume_id", name, "reason", err.Error())
+		klog.InfoS("Will retry", "volume_id", name, "reason", err.Error(), "retries", c.queue.NumRequeues(name))
 		c.queue.AddRateLimited(name)
 		return true
 	}
@@ -123,41 +208,124 @@ func (c *Controller) next(ctx context.Context) bool {
 	return true
 }
 
-// sync handles one PV: this node's copy if the PV is going away, and the
+// sync brings one handle in line: this node's copy and record, and the
 // records of nodes that no longer exist.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	pv, err := c.pvs.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return c.syncUncached(ctx, name)
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.forgetGoneNodes(ctx, pv); err != nil {
+	if ours(pv) {
+		if err := c.forgetGoneNodes(ctx, pv); err != nil {
+			return err
+		}
+	}
+	return c.syncCopy(ctx, pv)
+}
+
+// syncUncached handles a name the cache does not know: if this node has a
+// copy, a fresh read decides.
+func (c *Controller) syncUncached(ctx context.Context, name string) error {
+	has, err := c.copies.HasCopy(name)
+	if err != nil || !has {
 		return err
 	}
-	if !removable(pv) || !slices.Contains(pv.Finalizers, Finalizer(c.node)) {
+	pv, err := getPVFresh(ctx, c.client, name)
+	if errors.Is(err, ErrNoVolume) {
+		return c.removeCopy(name, "its PersistentVolume no longer exists")
+	}
+	if err != nil {
+		return err
+	}
+	return c.syncCopy(ctx, pv)
+}
+
+// syncCopy decides this node's copy of pv and its record.
+func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) error {
+	has, err := c.copies.HasCopy(pv.Name)
+	if err != nil {
+		return err
+	}
+	if !has {
+		if removable(pv) && slices.Contains(pv.Finalizers, Finalizer(c.node)) {
+			return Forget(ctx, c.client, pv.Name, c.node)
+		}
 		return nil
 	}
-	if _, err := c.copies.RemoveCopy(name); err != nil {
-		return err // held by a pod on this node: retried until it leaves
-	}
-	if err := Forget(ctx, c.client, name, c.node); err != nil {
+	uid, err := c.copies.CopyUID(pv.Name)
+	if err != nil {
 		return err
 	}
-	klog.InfoS("Copy removed and this node's record dropped", "volume_id", name, "node", c.node)
+	switch {
+	case uid != "" && uid != string(pv.UID):
+		return c.removeIfReplaced(ctx, pv.Name, uid)
+	case removable(pv):
+		if err := c.removeCopy(pv.Name, "its PersistentVolume is being deleted"); err != nil {
+			return err
+		}
+		return Forget(ctx, c.client, pv.Name, c.node)
+	case pv.DeletionTimestamp != nil, uid == "", HasRecord(pv, c.node):
+		return nil // waits for its claim; predates tracking (the next publish adopts it); recorded
+	}
+	return c.rerecord(ctx, pv)
+}
+
+// removeIfReplaced removes a copy bound to uid once a fresh read confirms
+// that the PV of its name is gone or carries another UID.
+func (c *Controller) removeIfReplaced(ctx context.Context, name, uid string) error {
+	fresh, err := getPVFresh(ctx, c.client, name)
+	switch {
+	case errors.Is(err, ErrNoVolume):
+		return c.removeCopy(name, "its PersistentVolume no longer exists")
+	case err != nil:
+		return err
+	case string(fresh.UID) != uid:
+		return c.removeCopy(name, "its PersistentVolume was deleted and created again")
+	}
+	return nil // the cache was behind; the update event brings it back
+}
+
+// rerecord restores this node's record on a live PV whose copy this node
+// holds: the record vanished (a Node deleted and re-registered, a PV
+// replaced without its finalizers), the copy did not.
+func (c *Controller) rerecord(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if _, err := c.nodes.Get(c.node); err != nil {
+		return fmt.Errorf("%w: %v", errOwnNodeAbsent, err)
+	}
+	if _, err := c.tracker.Record(ctx, pv.Name); err != nil {
+		return fmt.Errorf("restore this node's record: %w", err)
+	}
+	klog.InfoS("Restored this node's record on a PersistentVolume whose copy it holds", "volume_id", pv.Name, "node", c.node)
 	return nil
 }
 
-// forgetGoneNodes drops the records of nodes whose Node object is gone,
-// each confirmed by a fresh read (never on a cache miss or an error).
+func (c *Controller) removeCopy(name, reason string) error {
+	removed, err := c.copies.RemoveCopy(name)
+	if err != nil {
+		return fmt.Errorf("remove the copy (%s): %w", reason, err) // held: retried until the pod leaves
+	}
+	if removed {
+		klog.InfoS("Removed this node's copy", "volume_id", name, "reason", reason)
+	}
+	return nil
+}
+
+// forgetGoneNodes drops the records of nodes whose Node object is gone:
+// the cache says missing, and a fresh read confirms it (never on an error).
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
-	for _, f := range pv.Finalizers {
-		node, ok := strings.CutPrefix(f, FinalizerPrefix)
-		if !ok || Finalizer(node) != f || node == c.node {
-			continue // hashed names cannot be read back; their node removes them
+	for _, node := range Recorded(pv) {
+		if node == c.node {
+			continue
 		}
-		_, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if _, err := c.nodes.Get(node); err == nil {
+			continue
+		}
+		gctx, cancel := context.WithTimeout(ctx, APITimeout)
+		_, err := c.meta.Resource(nodesResource).Get(gctx, node, metav1.GetOptions{})
+		cancel()
 		if !apierrors.IsNotFound(err) {
 			continue
 		}
@@ -169,44 +337,9 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 	return nil
 }
 
-// reconcileLocal runs once at start: it empties the trash, removes copies
-// whose PV is gone, is another PV of the same name, or no longer lists this
-// node, and queues the rest.
-func (c *Controller) reconcileLocal(ctx context.Context) {
-	c.copies.EmptyTrash()
-	handles, err := c.copies.Handles()
-	if err != nil {
-		klog.ErrorS(err, "Cannot list this node's copies")
-		return
-	}
-	for _, h := range handles {
-		uid, err := c.copies.CopyUID(h)
-		if err != nil {
-			klog.ErrorS(err, "Cannot read a copy's PV UID", "volume_id", h)
-			continue
-		}
-		pv, err := c.client.CoreV1().PersistentVolumes().Get(ctx, h, metav1.GetOptions{})
-		reason := ""
-		switch {
-		case apierrors.IsNotFound(err):
-			reason = "its PersistentVolume no longer exists"
-		case err != nil:
-			klog.ErrorS(err, "Cannot check a copy's PersistentVolume; keeping the copy", "volume_id", h)
-			continue
-		case uid != "" && string(pv.UID) != uid:
-			reason = "its PersistentVolume was deleted and created again"
-		case uid != "" && !slices.Contains(pv.Finalizers, Finalizer(c.node)):
-			// (A copy with no UID predates tracking: the next publish adopts it.)
-			reason = "its PersistentVolume no longer lists this node"
-		}
-		if reason == "" {
-			c.queue.Add(h)
-			continue
-		}
-		if _, err := c.copies.RemoveCopy(h); err != nil {
-			klog.ErrorS(err, "Cannot remove an orphaned copy", "volume_id", h, "reason", reason)
-			continue
-		}
-		klog.InfoS("Removed an orphaned copy", "volume_id", h, "reason", reason)
-	}
+// getPVFresh is getPV with its own timeout.
+func getPVFresh(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
+	ctx, cancel := context.WithTimeout(ctx, APITimeout)
+	defer cancel()
+	return getPV(ctx, client, name)
 }

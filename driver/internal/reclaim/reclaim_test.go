@@ -3,7 +3,6 @@ package reclaim
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -15,19 +14,32 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 )
 
 const me = "worker-a"
 
 func pv(name, uid string, finalizers ...string) *corev1.PersistentVolume {
 	return &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Finalizers: finalizers},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Finalizers: finalizers, ResourceVersion: "7"},
 		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
 			CSI: &corev1.CSIPersistentVolumeSource{Driver: DriverName, VolumeHandle: name}}},
 	}
+}
+
+// recorded is pv with node's full record (finalizer and, for a long name,
+// the annotation), as Record leaves it.
+func recorded(p *corev1.PersistentVolume, nodes ...string) *corev1.PersistentVolume {
+	for _, n := range nodes {
+		p.Finalizers = append(p.Finalizers, Finalizer(n))
+		if hashed(n) {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[Finalizer(n)] = n
+		}
+	}
+	return p
 }
 
 func deleting(p *corev1.PersistentVolume) *corev1.PersistentVolume {
@@ -36,176 +48,160 @@ func deleting(p *corev1.PersistentVolume) *corev1.PersistentVolume {
 	return p
 }
 
-func finalizersOf(t *testing.T, c *fake.Clientset, name string) []string {
+func getPVT(t *testing.T, c *fake.Clientset, name string) *corev1.PersistentVolume {
 	t.Helper()
 	got, err := c.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
 	assert.NilError(t, err)
-	return got.Finalizers
+	return got
 }
+
+func finalizersOf(t *testing.T, c *fake.Clientset, name string) []string {
+	t.Helper()
+	return getPVT(t, c, name).Finalizers
+}
+
+// noUpdates fails if the client ever sent a full-object update.
+func noUpdates(t *testing.T, c *fake.Clientset) {
+	t.Helper()
+	for _, a := range c.Actions() {
+		assert.Assert(t, a.GetVerb() != "update", "the driver sent a full-object update of %s", a.GetResource().Resource)
+	}
+}
+
+// Node names of 63, 64 and 253 characters: the longest a finalizer spells
+// out, the shortest it hashes, the longest a node may have.
+var (
+	name63  = strings.Repeat("a", 63)
+	name64  = strings.Repeat("b", 64)
+	name253 = strings.Repeat("c", 61) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 63) + "." + strings.Repeat("f", 63)
+)
 
 func TestFinalizerNames(t *testing.T) {
+	assert.Equal(t, len(name253), 253)
 	assert.Equal(t, Finalizer("kind-worker"), "per-node.liken.sh/kind-worker")
-	long := strings.Repeat("n", 200) + ".example.com"
-	f := Finalizer(long)
-	name := strings.TrimPrefix(f, FinalizerPrefix)
-	assert.Assert(t, len(name) <= 63, "%q is too long for a finalizer", name)
-	assert.Equal(t, Finalizer(long), f, "stable")
-	assert.Assert(t, Finalizer(long+"x") != f, "distinct")
-}
-
-func TestRecord(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientset(pv("store", "uid-1", pvProtection), deleting(pv("going", "uid-2", pvProtection)))
-	tr := NewTracker(c, me, nil)
-
-	uid, err := tr.Record(ctx, "store")
-	assert.NilError(t, err)
-	assert.Equal(t, uid, "uid-1")
-	assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{pvProtection, Finalizer(me)})
-	_, err = tr.Record(ctx, "store")
-	assert.NilError(t, err)
-	assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{pvProtection, Finalizer(me)}) // recorded once
-
-	_, err = tr.Record(ctx, "going")
-	assert.Assert(t, errors.Is(err, ErrDeleting), "got %v", err)
-	assert.DeepEqual(t, finalizersOf(t, c, "going"), []string{pvProtection})
-
-	_, err = tr.Record(ctx, "missing")
-	assert.Assert(t, errors.Is(err, ErrNoVolume), "got %v", err)
-}
-
-func TestRecordRetriesConflictsAndReportsAPIErrors(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientset(pv("store", "uid-1"))
-	conflicts := 1
-	c.PrependReactor("update", "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if conflicts > 0 {
-			conflicts--
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("changed"))
-		}
-		return false, nil, nil
-	})
-	_, err := NewTracker(c, me, nil).Record(ctx, "store")
-	assert.NilError(t, err)
-	assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{Finalizer(me)})
-
-	down := fake.NewClientset(pv("store", "uid-1"))
-	down.PrependReactor("get", "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
-	})
-	_, err = NewTracker(down, me, nil).Record(ctx, "store")
-	assert.Assert(t, errors.Is(err, ErrAPI), "got %v", err)
-}
-
-// fakeCopies is this node's disk, as the controller sees it.
-type fakeCopies struct {
-	uids    map[string]string
-	held    map[string]bool
-	removed []string
-}
-
-func (f *fakeCopies) Handles() ([]string, error) {
-	var out []string
-	for h := range f.uids {
-		out = append(out, h)
+	assert.Equal(t, Finalizer(name63), FinalizerPrefix+name63)
+	for _, long := range []string{name64, name253} {
+		f := Finalizer(long)
+		part := strings.TrimPrefix(f, FinalizerPrefix)
+		assert.Assert(t, len(part) <= 63, "%q is too long for a finalizer", part)
+		assert.Equal(t, Finalizer(long), f, "stable")
+		assert.Assert(t, Finalizer(long+"x") != f, "distinct")
 	}
-	return out, nil
-}
-func (f *fakeCopies) CopyUID(h string) (string, error) { return f.uids[h], nil }
-func (f *fakeCopies) EmptyTrash()                      {}
-func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
-	if f.held[h] {
-		return false, errors.New("held by a pod")
+	// Every record reads back as the node that wrote it, whatever its length.
+	p := recorded(pv("v", "u"), "short", name63, name64, name253)
+	assert.DeepEqual(t, Recorded(p), []string{"short", name63, name64, name253})
+	for _, n := range []string{"short", name63, name64, name253} {
+		assert.Assert(t, HasRecord(p, n), "record of %q", n)
 	}
-	_, ok := f.uids[h]
-	delete(f.uids, h)
-	f.removed = append(f.removed, h)
-	return ok, nil
+	// A hashed finalizer without its annotation names nobody: never guessed.
+	bare := pv("w", "u", Finalizer(name64))
+	assert.DeepEqual(t, Recorded(bare), []string(nil))
+	assert.Assert(t, !HasRecord(bare, name64), "a hashed finalizer without its annotation is an incomplete record")
 }
 
-func newController(t *testing.T, copies *fakeCopies, objs ...runtime.Object) (*Controller, *fake.Clientset) {
-	c := fake.NewClientset(objs...)
-	ctl := NewController(c, me, copies)
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, o := range objs {
-		if p, ok := o.(*corev1.PersistentVolume); ok {
-			assert.NilError(t, indexer.Add(p))
-		}
-	}
-	ctl.pvs = listersv1.NewPersistentVolumeLister(indexer)
-	return ctl, c
-}
+func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
+	for _, node := range []string{me, name63, name64, name253} {
+		t.Run(node[:8], func(t *testing.T) {
+			ctx := context.Background()
+			p := pv("store", "uid-1", pvProtection, "example.com/other")
+			p.Labels = map[string]string{"team": "a"}
+			p.Annotations = map[string]string{"note": "kept"}
+			p.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "example", Name: "store"}
+			c := fake.NewClientset(p, deleting(pv("going", "uid-2", pvProtection)))
+			tr := NewTracker(c, node, nil)
 
-func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+			uid, err := tr.Record(ctx, "store")
+			assert.NilError(t, err)
+			assert.Equal(t, uid, "uid-1")
+			got := getPVT(t, c, "store")
+			assert.DeepEqual(t, sorted(got.Finalizers), sorted([]string{pvProtection, "example.com/other", Finalizer(node)}))
+			assert.Assert(t, HasRecord(got, node))
+			assert.Equal(t, got.Annotations["note"], "kept")
+			assert.DeepEqual(t, got.Labels, p.Labels)
+			assert.DeepEqual(t, got.Spec, p.Spec)
 
-func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name        string
-		pv          *corev1.PersistentVolume
-		held        bool
-		wantErr     bool
-		wantRemoved bool
-		wantFinal   []string
-	}{
-		{"deleted, claim gone", deleting(pv("v", "u", Finalizer(me))), false, false, true, []string{}},
-		{"deleted, claim still bound", deleting(pv("v", "u", pvProtection, Finalizer(me))), false, false, false,
-			[]string{pvProtection, Finalizer(me)}},
-		{"deleted, a pod still holds it", deleting(pv("v", "u", Finalizer(me))), true, true, false, []string{Finalizer(me)}},
-		{"not deleted", pv("v", "u", Finalizer(me)), false, false, false, []string{Finalizer(me)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			copies := &fakeCopies{uids: map[string]string{"v": "u"}, held: map[string]bool{"v": tc.held}}
-			ctl, c := newController(t, copies, tc.pv, node(me))
-			err := ctl.sync(ctx, "v")
-			assert.Equal(t, err != nil, tc.wantErr, "err %v", err)
-			assert.Equal(t, len(copies.removed) == 1, tc.wantRemoved)
-			assert.DeepEqual(t, finalizersOf(t, c, "v"), tc.wantFinal)
+			_, err = tr.Record(ctx, "store")
+			assert.NilError(t, err)
+			assert.DeepEqual(t, finalizersOf(t, c, "store"), got.Finalizers) // recorded once
+
+			assert.NilError(t, Forget(ctx, c, "store", node))
+			got = getPVT(t, c, "store")
+			assert.DeepEqual(t, sorted(got.Finalizers), []string{"example.com/other", pvProtection})
+			assert.DeepEqual(t, got.Annotations, map[string]string{"note": "kept"})
+
+			_, err = tr.Record(ctx, "going")
+			assert.Assert(t, errors.Is(err, ErrDeleting), "got %v", err)
+			assert.DeepEqual(t, finalizersOf(t, c, "going"), []string{pvProtection})
+
+			_, err = tr.Record(ctx, "missing")
+			assert.Assert(t, errors.Is(err, ErrNoVolume), "got %v", err)
+			noUpdates(t, c)
 		})
 	}
 }
 
-func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
-	ctx := context.Background()
-	p := deleting(pv("v", "u", Finalizer(me), Finalizer("gone"), Finalizer("alive")))
-	ctl, c := newController(t, &fakeCopies{uids: map[string]string{}}, p, node(me), node("alive"))
-	assert.NilError(t, ctl.sync(ctx, "v"))
-	assert.DeepEqual(t, finalizersOf(t, c, "v"), []string{Finalizer("alive")})
-
-	// An API error is never taken for "gone".
-	p = pv("w", "u", Finalizer("maybe"))
-	ctl, c = newController(t, &fakeCopies{uids: map[string]string{}}, p)
-	c.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("down")
-	})
-	assert.NilError(t, ctl.sync(ctx, "w"))
-	assert.DeepEqual(t, finalizersOf(t, c, "w"), []string{Finalizer("maybe")})
+// A handle that names a PV which is not a per-node volume of that name is
+// refused, and that PV is left exactly as it was.
+func TestRecordRefusesAPVThatIsNotOurs(t *testing.T) {
+	hostPath := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", UID: "u"},
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/srv/data"}}},
+	}
+	otherDriver := pv("nfs", "u")
+	otherDriver.Spec.CSI.Driver = "nfs.csi.k8s.io"
+	borrowed := pv("borrowed", "u")
+	borrowed.Spec.CSI.VolumeHandle = "store"
+	for _, p := range []*corev1.PersistentVolume{hostPath, otherDriver, borrowed} {
+		t.Run(p.Name, func(t *testing.T) {
+			c := fake.NewClientset(p)
+			_, err := NewTracker(c, me, nil).Record(context.Background(), p.Name)
+			assert.Assert(t, errors.Is(err, ErrNotOurs), "got %v", err)
+			assert.DeepEqual(t, getPVT(t, c, p.Name), p)
+			for _, a := range c.Actions() {
+				assert.Equal(t, a.GetVerb(), "get", "a refused PV was written to")
+			}
+		})
+	}
 }
 
-func TestReconcileLocalRemovesOrphansOnlyOnAFreshAnswer(t *testing.T) {
-	copies := &fakeCopies{uids: map[string]string{
-		"gone":        "u1", // PV deleted while this node was away
-		"reborn":      "old-uid",
-		"forgotten":   "u3", // PV no longer lists this node
-		"kept":        "u4",
-		"untracked":   "", // predates tracking: adopted by the next publish
-		"unreachable": "u6",
-	}}
-	ctl, c := newController(t, copies,
-		pv("reborn", "new-uid", Finalizer(me)), pv("forgotten", "u3"), pv("kept", "u4", Finalizer(me)),
-		pv("untracked", "u5"), pv("unreachable", "u6"))
-	c.PrependReactor("get", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.(clienttesting.GetAction).GetName() == "unreachable" {
-			return true, nil, apierrors.NewServiceUnavailable("down")
-		}
-		return false, nil, nil
-	})
-	ctl.reconcileLocal(context.Background())
-	assert.DeepEqual(t, sorted(copies.removed), []string{"forgotten", "gone", "reborn"})
+func conflict() error {
+	return apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("changed"))
 }
 
-func sorted(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
+func TestRecordSortsAPIErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		verb    string
+		answers []error // one per call; the last repeats
+		want    error
+	}{
+		{"one conflict is retried", "patch", []error{conflict(), nil}, nil},
+		{"conflicts that outlast the retries", "patch", []error{conflict()}, ErrConflict},
+		{"RBAC refuses", "patch", []error{apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("no"))}, ErrForbidden},
+		{"admission policy refuses", "patch", []error{apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, "store", nil)}, ErrForbidden},
+		{"API server down", "get", []error{apierrors.NewServiceUnavailable("etcd is down")}, ErrAPI},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(pv("store", "uid-1"))
+			calls := 0
+			c.PrependReactor(tc.verb, "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				err := tc.answers[min(calls, len(tc.answers)-1)]
+				calls++
+				return err != nil, nil, err
+			})
+			_, err := NewTracker(c, me, nil).Record(context.Background(), "store")
+			if tc.want == nil {
+				assert.NilError(t, err)
+				assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{Finalizer(me)})
+				return
+			}
+			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
+			for _, other := range []error{ErrConflict, ErrForbidden, ErrAPI} {
+				if other != tc.want {
+					assert.Assert(t, !errors.Is(err, other), "%v is also reported as %v", err, other)
+				}
+			}
+		})
+	}
 }

@@ -3,133 +3,197 @@
 // nothing else. Nothing in Kubernetes tells a CSI driver that a static PV
 // was deleted, so the driver works from the PV objects themselves:
 //
-//   - before a node creates its copy it adds its finalizer,
-//     per-node.liken.sh/<node>, to the PV: `kubectl get pv -o yaml` shows
+//   - before a node creates its copy it records itself on the PV: its
+//     finalizer, per-node.liken.sh/<node> (long names hashed, the full name
+//     then in an annotation of the same key). `kubectl get pv -o yaml` shows
 //     which nodes hold copies, and the PV cannot disappear while one remains;
+//   - a node only ever adds or removes its own record, with a conditional
+//     patch, and only on a PV that is a per-node volume of that name;
 //   - when the PV is being deleted and its claim is gone, each node removes
-//     its copy as soon as no pod on it holds the copy, then its finalizer;
+//     its copy as soon as no pod on it holds the copy, then its record;
 //   - when a Node object is deleted, the drivers on the other nodes remove
-//     its finalizers, so a node that never returns wedges nothing;
-//   - at start a node removes copies whose PV is gone, or is another PV of
-//     the same name (copies are bound to the PV's UID), or no longer lists
-//     the node — each confirmed by a fresh read from the API server.
+//     its records, so a node that never returns wedges nothing;
+//   - a copy is removed only when its PV is being deleted, or a fresh read
+//     shows the PV gone or carrying another UID. A missing record is not
+//     permission to delete: a node whose record vanished (a Node deleted and
+//     re-registered, a PV replaced without its finalizers) records itself
+//     again and keeps its copy.
 package reclaim
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
 
-// FinalizerPrefix starts every node's finalizer on a PersistentVolume.
-const FinalizerPrefix = "per-node.liken.sh/"
+// DriverName is the CSI driver whose PersistentVolumes are reconciled.
+const DriverName = "per-node.liken.sh"
 
 // pvProtection is kube-controller-manager's finalizer, removed once no
 // claim is bound to the PV.
 const pvProtection = "kubernetes.io/pv-protection"
+
+// APITimeout bounds every call to the API server.
+const APITimeout = 10 * time.Second
 
 var (
 	// ErrNoVolume means no PersistentVolume has the handle's name.
 	ErrNoVolume = errors.New("no PersistentVolume of that name")
 	// ErrDeleting means the PersistentVolume is being deleted.
 	ErrDeleting = errors.New("the PersistentVolume is being deleted")
+	// ErrNotOurs means the PersistentVolume of the handle's name is not a
+	// per-node volume whose volumeHandle is its own name.
+	ErrNotOurs = errors.New("not a per-node PersistentVolume of that name")
 	// ErrAPI means the API server could not be asked or did not answer.
 	ErrAPI = errors.New("the API server did not answer")
+	// ErrConflict means the PV kept changing under every retry.
+	ErrConflict = errors.New("the PersistentVolume kept changing while this node recorded itself")
+	// ErrForbidden means the API server refused the change (RBAC or
+	// admission policy).
+	ErrForbidden = errors.New("the API server refused the change")
 )
-
-// Finalizer is the finalizer that says node holds a copy. A finalizer's
-// name part is at most 63 characters; longer node names are hashed.
-func Finalizer(node string) string {
-	if len(node) <= 63 {
-		return FinalizerPrefix + node
-	}
-	sum := sha256.Sum256([]byte(node))
-	return FinalizerPrefix + node[:50] + "-" + hex.EncodeToString(sum[:])[:12]
-}
 
 // Tracker records on PersistentVolumes which nodes hold copies.
 type Tracker struct {
 	client   kubernetes.Interface
 	node     string
 	recorder record.EventRecorder
+	// uids remembers the UID of each PV seen, so an event needs no API call.
+	uids *uidCache
 }
 
 // NewTracker returns the tracker of node.
 func NewTracker(client kubernetes.Interface, node string, recorder record.EventRecorder) *Tracker {
-	return &Tracker{client: client, node: node, recorder: recorder}
+	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache()}
+}
+
+// CheckOurs says which field, if any, makes pv not a per-node volume that a
+// publish of handle may use.
+func CheckOurs(pv *corev1.PersistentVolume, handle string) error {
+	switch {
+	case pv.Spec.CSI == nil:
+		return fmt.Errorf("%w: PersistentVolume %s has no spec.csi; a per-node PV's volumeHandle must be its own name", ErrNotOurs, handle)
+	case pv.Spec.CSI.Driver != DriverName:
+		return fmt.Errorf("%w: PersistentVolume %s has spec.csi.driver %q, not %s; a per-node PV's volumeHandle must be its own name",
+			ErrNotOurs, handle, pv.Spec.CSI.Driver, DriverName)
+	case pv.Spec.CSI.VolumeHandle != pv.Name:
+		return fmt.Errorf("%w: PersistentVolume %s has spec.csi.volumeHandle %q; it must be the PV's own name",
+			ErrNotOurs, handle, pv.Spec.CSI.VolumeHandle)
+	}
+	return nil
 }
 
 // Record makes sure the PV named handle lists this node as a holder, and
-// returns the PV's UID. It refuses a PV that is being deleted.
+// returns the PV's UID. It refuses a PV that is being deleted or is not a
+// per-node volume of that name, and then changes nothing.
 func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, APITimeout)
+	defer cancel()
 	var uid string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pv, err := t.client.CoreV1().PersistentVolumes().Get(ctx, handle, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: %s", ErrNoVolume, handle)
-		}
+	err := onConflict(func() error {
+		pv, err := getPV(ctx, t.client, handle)
 		if err != nil {
-			return fmt.Errorf("%w: get PersistentVolume %s: %v", ErrAPI, handle, err)
+			return err
+		}
+		t.uids.set(handle, pv.UID)
+		if err := CheckOurs(pv, handle); err != nil {
+			return err
 		}
 		if pv.DeletionTimestamp != nil {
 			return ErrDeleting
 		}
 		uid = string(pv.UID)
-		f := Finalizer(t.node)
-		if slices.Contains(pv.Finalizers, f) {
-			return nil
-		}
-		pv.Finalizers = append(pv.Finalizers, f)
-		_, err = t.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
-		if err != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("%w: record node %s on PersistentVolume %s: %v", ErrAPI, t.node, handle, err)
-		}
-		return err
+		return patchRecord(ctx, t.client, pv, t.node, true)
 	})
 	return uid, err
 }
 
-// Forget removes node's finalizer from the PV named handle, if it is there.
+// Forget removes node's record from the PV named handle, if it is there.
 func Forget(ctx context.Context, client kubernetes.Interface, handle, node string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, handle, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+	ctx, cancel := context.WithTimeout(ctx, APITimeout)
+	defer cancel()
+	return onConflict(func() error {
+		pv, err := getPV(ctx, client, handle)
+		if errors.Is(err, ErrNoVolume) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrAPI, err)
+			return err
 		}
-		f := Finalizer(node)
-		i := slices.Index(pv.Finalizers, f)
-		if i < 0 {
-			return nil
-		}
-		pv.Finalizers = slices.Delete(pv.Finalizers, i, i+1)
-		_, err = client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
-		return err
+		return patchRecord(ctx, client, pv, node, false)
 	})
 }
 
-// Event records an event on the PV named handle.
-func (t *Tracker) Event(ctx context.Context, handle, eventType, reason, message string) {
+// patchRecord adds or removes node's record on pv, unless it is already so.
+func patchRecord(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) error {
+	has := HasRecord(pv, node) || (!add && slices.Contains(pv.Finalizers, Finalizer(node)))
+	if has == add {
+		return nil
+	}
+	_, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.StrategicMergePatchType,
+		recordPatch(pv, node, add), metav1.PatchOptions{FieldManager: DriverName})
+	verb := "record"
+	if !add {
+		verb = "drop the record of"
+	}
+	return apiError(err, "%s node %s on PersistentVolume %s", verb, node, pv.Name)
+}
+
+// getPV reads a PV fresh from the API server.
+func getPV(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
+	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s", ErrNoVolume, name)
+	}
+	if err != nil {
+		return nil, apiError(err, "get PersistentVolume %s", name)
+	}
+	return pv, nil
+}
+
+// apiError sorts an API error: a conflict is retried by onConflict, a
+// refusal is not an outage, and everything else is the API not answering.
+func apiError(err error, format string, args ...any) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsConflict(err):
+		return err
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return fmt.Errorf("%w: %s: %v", ErrForbidden, fmt.Sprintf(format, args...), err)
+	default:
+		return fmt.Errorf("%w: %s: %v", ErrAPI, fmt.Sprintf(format, args...), err)
+	}
+}
+
+// onConflict retries fn while the API server answers Conflict, and turns a
+// conflict that outlasts the retries into ErrConflict.
+func onConflict(fn func() error) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, fn)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	return err
+}
+
+// Event records an event on the PV named handle. It makes no API call of
+// its own: the recorder sends events in the background.
+func (t *Tracker) Event(_ context.Context, handle, eventType, reason, message string) {
 	if t.recorder == nil {
 		return
 	}
-	pv, err := t.client.CoreV1().PersistentVolumes().Get(ctx, handle, metav1.GetOptions{})
-	if err != nil {
-		pv = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle}}
-	}
-	t.recorder.Event(pv, eventType, reason, message)
+	ref := &corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: handle, UID: t.uids.get(handle)}
+	t.recorder.Event(ref, eventType, reason, message)
 }
 
 // removable reports whether a PV's copies may go: it is being deleted and

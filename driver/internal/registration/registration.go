@@ -24,6 +24,8 @@ type Server struct {
 	endpoint string
 	// registered is true once kubelet said it accepted the driver.
 	registered atomic.Bool
+	// refused is true once kubelet said it refused the driver.
+	refused atomic.Bool
 }
 
 // New describes a CSI driver whose socket is at csiSocket (as kubelet sees it).
@@ -49,6 +51,7 @@ func (s *Server) GetInfo(context.Context, *registerapi.InfoRequest) (*registerap
 // NotifyRegistrationStatus records kubelet's verdict.
 func (s *Server) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
 	s.registered.Store(st.GetPluginRegistered())
+	s.refused.Store(!st.GetPluginRegistered())
 	if st.GetPluginRegistered() {
 		klog.InfoS("kubelet registered the driver", "driver", s.driver)
 	} else {
@@ -59,6 +62,9 @@ func (s *Server) NotifyRegistrationStatus(_ context.Context, st *registerapi.Reg
 
 // Registered reports whether kubelet accepted the driver.
 func (s *Server) Registered() bool { return s.registered.Load() }
+
+// Refused reports whether kubelet's last verdict was a refusal.
+func (s *Server) Refused() bool { return s.refused.Load() }
 
 // Serve listens on path (replacing a stale socket) and serves until the
 // returned server is stopped.

@@ -1,0 +1,243 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+// fakeCopies is this node's disk, as the controller sees it.
+type fakeCopies struct {
+	uids    map[string]string
+	held    map[string]bool
+	removed []string
+}
+
+func (f *fakeCopies) Handles() ([]string, error) {
+	var out []string
+	for h := range f.uids {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+func (f *fakeCopies) HasCopy(h string) (bool, error) { _, ok := f.uids[h]; return ok, nil }
+func (f *fakeCopies) CopyUID(h string) (string, error) { return f.uids[h], nil }
+func (f *fakeCopies) EmptyTrash() error                 { return nil }
+func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
+	if f.held[h] {
+		return false, errors.New("held by a pod")
+	}
+	_, ok := f.uids[h]
+	delete(f.uids, h)
+	f.removed = append(f.removed, h)
+	return ok, nil
+}
+
+func nodeMeta(name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}
+}
+
+// testController is a controller of node `me` over a fake API server whose
+// caches hold pvs and the Nodes named in nodes.
+type testController struct {
+	*Controller
+	client *fake.Clientset
+	meta   *metadatafake.FakeMetadataClient
+}
+
+func newController(t *testing.T, self string, copies *fakeCopies, nodes []string, pvs ...*corev1.PersistentVolume) testController {
+	t.Helper()
+	objs := make([]runtime.Object, 0, len(pvs))
+	pvIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range pvs {
+		objs = append(objs, p)
+		assert.NilError(t, pvIndex.Add(p))
+	}
+	scheme := runtime.NewScheme()
+	assert.NilError(t, metav1.AddMetaToScheme(scheme))
+	var nodeObjs []runtime.Object
+	nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, n := range nodes {
+		nodeObjs = append(nodeObjs, nodeMeta(n))
+		assert.NilError(t, nodeIndex.Add(nodeMeta(n)))
+	}
+	c := fake.NewClientset(objs...)
+	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
+	ctl := NewController(c, meta, self, copies)
+	ctl.pvs = listersv1.NewPersistentVolumeLister(pvIndex)
+	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
+	return testController{Controller: ctl, client: c, meta: meta}
+}
+
+// syncAll runs sync for every queued handle once, as the queue would, and
+// returns the handles whose sync failed (they would be retried).
+func (tc testController) syncAll(t *testing.T) map[string]error {
+	t.Helper()
+	failed := map[string]error{}
+	for tc.queue.Len() > 0 {
+		name, _ := tc.queue.Get()
+		if err := tc.sync(context.Background(), name); err != nil {
+			failed[name] = err
+		}
+		tc.queue.Done(name)
+	}
+	return failed
+}
+
+func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		pv          *corev1.PersistentVolume
+		held        bool
+		wantErr     bool
+		wantRemoved bool
+		wantFinal   []string
+	}{
+		{"deleted, claim gone", deleting(pv("v", "u", Finalizer(me))), false, false, true, []string{}},
+		{"deleted, claim still bound", deleting(pv("v", "u", pvProtection, Finalizer(me))), false, false, false,
+			[]string{pvProtection, Finalizer(me)}},
+		{"deleted, a pod still holds it", deleting(pv("v", "u", Finalizer(me))), true, true, false, []string{Finalizer(me)}},
+		{"not deleted", pv("v", "u", Finalizer(me)), false, false, false, []string{Finalizer(me)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			copies := &fakeCopies{uids: map[string]string{"v": "u"}, held: map[string]bool{"v": tc.held}}
+			ctl := newController(t, me, copies, []string{me}, tc.pv)
+			err := ctl.sync(ctx, "v")
+			assert.Equal(t, err != nil, tc.wantErr, "err %v", err)
+			assert.Equal(t, len(copies.removed) == 1, tc.wantRemoved, "removed: %v", copies.removed)
+			assert.DeepEqual(t, finalizersOf(t, ctl.client, "v"), tc.wantFinal)
+			noUpdates(t, ctl.client)
+		})
+	}
+}
+
+// Records of nodes that are gone are dropped, whatever the length of their
+// names; records of nodes that exist (this one included) never are.
+func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
+	for _, self := range []string{me, name63, name64, name253} {
+		t.Run("self "+self[:8], func(t *testing.T) {
+			// Alive: self, name63, name253. Gone: "gone", and name64 unless it is self.
+			alive := []string{name63, name253}
+			if !slices.Contains(alive, self) {
+				alive = append(alive, self)
+			}
+			records := []string{"gone", name63, name64, name253}
+			if !slices.Contains(records, self) {
+				records = append(records, self)
+			}
+			p := recorded(pv("v", "u"), records...)
+			ctl := newController(t, self, &fakeCopies{uids: map[string]string{"v": "u"}}, alive, p)
+			assert.NilError(t, ctl.sync(context.Background(), "v"))
+			got := getPVT(t, ctl.client, "v")
+			for _, n := range []string{self, name63, name64, name253, "gone"} {
+				want := slices.Contains(alive, n)
+				assert.Equal(t, HasRecord(got, n), want, "record of %.8s... (alive %v): finalizers %v", n, want, got.Finalizers)
+				if !want {
+					assert.Assert(t, !slices.Contains(got.Finalizers, Finalizer(n)), "finalizer of gone node %.8s left", n)
+					_, ok := got.Annotations[Finalizer(n)]
+					assert.Assert(t, !ok, "annotation of gone node %.8s left", n)
+				}
+			}
+			noUpdates(t, ctl.client)
+		})
+	}
+}
+
+func TestANodeMissingFromTheCacheIsOnlyDroppedOnAFreshNotFound(t *testing.T) {
+	// Not in the cache, and the fresh read fails: kept.
+	p := recorded(pv("w", "u"), "maybe")
+	ctl := newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, p)
+	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("maybe")})
+
+	// Not in the cache (it lags), but a fresh read finds it: kept.
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, recorded(pv("w", "u"), "new"))
+	_, err := ctl.meta.Resource(nodesResource).(interface {
+		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
+	}).CreateFake(nodeMeta("new"), metav1.CreateOptions{})
+	assert.NilError(t, err)
+	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("new")})
+}
+
+// A copy whose live PV does not list this node is the same volume's copy:
+// the node records itself again and keeps it.
+func TestAMissingRecordIsNotPermissionToDelete(t *testing.T) {
+	for _, self := range []string{me, name64, name253} {
+		t.Run(self[:8], func(t *testing.T) {
+			copies := &fakeCopies{uids: map[string]string{"store": "u1"}}
+			p := pv("store", "u1", pvProtection) // replaced without its finalizers
+			ctl := newController(t, self, copies, []string{self}, p)
+			assert.NilError(t, ctl.queueLocal())
+			assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
+			assert.DeepEqual(t, copies.removed, []string(nil))
+			assert.Assert(t, HasRecord(getPVT(t, ctl.client, "store"), self), "record not restored")
+			noUpdates(t, ctl.client)
+		})
+	}
+
+	// While this node's own Node object is absent (deleted, not yet
+	// registered again) the copy is kept and re-recording waits.
+	copies := &fakeCopies{uids: map[string]string{"store": "u1"}}
+	ctl := newController(t, me, copies, nil, pv("store", "u1"))
+	err := ctl.sync(context.Background(), "store")
+	assert.Assert(t, errors.Is(err, errOwnNodeAbsent), "got %v", err)
+	assert.DeepEqual(t, copies.removed, []string(nil))
+}
+
+// At start every copy is decided by a fresh answer, and a copy that cannot
+// be decided is retried, never removed.
+func TestCopiesAtStart(t *testing.T) {
+	copies := &fakeCopies{uids: map[string]string{
+		"gone":        "u1", // PV deleted while this node was away
+		"reborn":      "old-uid",
+		"forgotten":   "u3", // PV no longer lists this node
+		"kept":        "u4",
+		"untracked":   "", // predates tracking: adopted by the next publish
+		"unreachable": "u6",
+		"uncached":    "u7", // the cache lags: the PV exists
+	}}
+	ctl := newController(t, me, copies, []string{me},
+		recorded(pv("reborn", "new-uid"), me), pv("forgotten", "u3"), recorded(pv("kept", "u4"), me),
+		pv("untracked", "u5"))
+	_, err := ctl.client.CoreV1().PersistentVolumes().Create(context.Background(), recorded(pv("uncached", "u7"), me), metav1.CreateOptions{})
+	assert.NilError(t, err)
+	ctl.client.PrependReactor("get", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.(clienttesting.GetAction).GetName() == "unreachable" {
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		}
+		return false, nil, nil
+	})
+	assert.NilError(t, ctl.queueLocal())
+	failed := ctl.syncAll(t)
+	assert.DeepEqual(t, sorted(copies.removed), []string{"gone", "reborn"})
+	assert.Equal(t, len(failed), 1, "failed: %v", failed)
+	assert.Assert(t, errors.Is(failed["unreachable"], ErrAPI), "an undecided copy is retried: %v", failed)
+	assert.Assert(t, HasRecord(getPVT(t, ctl.client, "forgotten"), me))
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,108 @@
+package reclaim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FinalizerPrefix starts every node's finalizer on a PersistentVolume.
+const FinalizerPrefix = "per-node.liken.sh/"
+
+// maxNamePart is the longest name part a finalizer (a qualified name) may have.
+const maxNamePart = 63
+
+// Finalizer is the finalizer that says node holds a copy. Names longer than
+// a finalizer's 63-character name part are shortened with a hash; the full
+// name is then kept on the PV in an annotation of the same key (see
+// recordPatch), so the record can always be read back.
+func Finalizer(node string) string {
+	if len(node) <= maxNamePart {
+		return FinalizerPrefix + node
+	}
+	return FinalizerPrefix + hashedName(node)
+}
+
+func hashedName(node string) string {
+	sum := sha256.Sum256([]byte(node))
+	return node[:50] + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// hashed reports whether node's finalizer carries a hash, not the name.
+func hashed(node string) bool { return len(node) > maxNamePart }
+
+// HasRecord reports whether the PV records that node holds a copy: its
+// finalizer, and for a long name the annotation that spells the name out.
+func HasRecord(pv *corev1.PersistentVolume, node string) bool {
+	f := Finalizer(node)
+	if !slices.Contains(pv.Finalizers, f) {
+		return false
+	}
+	return !hashed(node) || pv.Annotations[f] == node
+}
+
+// Recorded lists the nodes a PV records as holders. A hashed finalizer
+// whose annotation is missing or does not hash back to it names no node
+// that can be checked: it is left out (kept on the PV, never dropped for a
+// name it does not spell), and its own node restores the annotation.
+func Recorded(pv *corev1.PersistentVolume) []string {
+	var nodes []string
+	for _, f := range pv.Finalizers {
+		part, ok := strings.CutPrefix(f, FinalizerPrefix)
+		if !ok {
+			continue
+		}
+		if full, ok := pv.Annotations[f]; ok && hashed(full) && Finalizer(full) == f {
+			nodes = append(nodes, full)
+			continue
+		}
+		if looksHashed(part) {
+			continue
+		}
+		nodes = append(nodes, part)
+	}
+	return nodes
+}
+
+// looksHashed reports whether a finalizer's name part has the shape
+// hashedName gives: 50 characters, a dash and 12 hex digits. A real node
+// name of that shape is read as hashed too, so it is never dropped on a
+// guess; its node re-records it with the annotation.
+func looksHashed(part string) bool {
+	if len(part) != maxNamePart || part[50] != '-' {
+		return false
+	}
+	_, err := hex.DecodeString(part[51:])
+	return err == nil
+}
+
+// recordPatch is a strategic merge patch that adds (add) or removes
+// (!add) exactly node's record and nothing else. resourceVersion makes it
+// conditional: if the PV changed since it was read, the API server answers
+// Conflict and the caller reads it again.
+func recordPatch(pv *corev1.PersistentVolume, node string, add bool) []byte {
+	f := Finalizer(node)
+	meta := map[string]any{"resourceVersion": pv.ResourceVersion}
+	if add {
+		meta["finalizers"] = []string{f}
+	} else {
+		meta["$deleteFromPrimitiveList/finalizers"] = []string{f}
+	}
+	if hashed(node) {
+		if add {
+			meta["annotations"] = map[string]any{f: node}
+		} else {
+			meta["annotations"] = map[string]any{f: nil}
+		}
+	}
+	b, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		panic(fmt.Sprintf("marshal a record patch: %v", err)) // maps of strings always marshal
+	}
+	return b
+}
