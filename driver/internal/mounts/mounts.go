@@ -46,13 +46,43 @@ func (k *Kernel) Bind(source, target string, readonly bool) error {
 	if !readonly {
 		return nil
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	// A bind remount sets every per-mount flag at once: keep what the
+	// source's mount forbids, or the read-only mount would allow it.
+	var src unix.Statfs_t
+	if err := unix.Statfs(source, &src); err != nil {
+		_ = unix.Unmount(target, 0)
+		return fmt.Errorf("read the flags of %s: %w", source, err)
+	}
+	flags := uintptr(unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY) | kept(src.Flags)
 	if err := unix.Mount("", target, "", flags, ""); err != nil {
 		// Never leave a writable mount behind a read-only request.
 		_ = unix.Unmount(target, 0)
 		return fmt.Errorf("remount %s read-only: %w", target, err)
 	}
 	return nil
+}
+
+// kept maps the statfs flags a bind remount must carry over to mount flags.
+func kept(st int64) uintptr {
+	var flags uintptr
+	for stFlag, msFlag := range map[int64]uintptr{
+		unix.ST_NOSUID: unix.MS_NOSUID, unix.ST_NODEV: unix.MS_NODEV, unix.ST_NOEXEC: unix.MS_NOEXEC,
+		unix.ST_NOATIME: unix.MS_NOATIME, unix.ST_NODIRATIME: unix.MS_NODIRATIME, unix.ST_RELATIME: unix.MS_RELATIME,
+	} {
+		if st&stFlag != 0 {
+			flags |= msFlag
+		}
+	}
+	return flags
+}
+
+// ReadOnly reports whether the mount that holds path is read-only.
+func ReadOnly(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Flags&unix.ST_RDONLY != 0, nil
 }
 
 // Unmount implements Mounter.

@@ -19,6 +19,9 @@ var (
 	// ErrUncertain means the kernel could not tell whether a pod holds the
 	// copy. It never counts as "not held": the caller retries.
 	ErrUncertain = errors.New("cannot tell whether a pod on this node holds the copy")
+	// ErrMismatch means a publish at a target that already shows the copy
+	// asks for something else than what is mounted there.
+	ErrMismatch = errors.New("the target is already published with other options")
 	// ErrNotFound means the copy, or its mount at the given path, does not exist.
 	ErrNotFound = errors.New("not found")
 )
@@ -60,6 +63,9 @@ func (s *Server) toStatus(op, handle string, err error) error {
 		return status.Errorf(codes.Unavailable,
 			"%s volume %q on node %s: %v; the copy is treated as held until the kernel answers, kubelet retries",
 			op, handle, s.nodeID, err)
+	case errors.Is(err, ErrMismatch):
+		return status.Errorf(codes.AlreadyExists,
+			"%s volume %q: %v; unpublish it first", op, handle, err)
 	case errors.Is(err, layout.ErrInvalidHandle):
 		return status.Errorf(codes.InvalidArgument,
 			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"path/filepath"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -16,8 +17,9 @@ import (
 // path, creating an empty copy on first use. A copy is mounted for one pod
 // at a time: a second pod gets FailedPrecondition naming the first.
 func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	handle, target := req.GetVolumeId(), req.GetTargetPath()
-	if err := checkTarget(handle, target); err != nil {
+	handle := req.GetVolumeId()
+	target, err := s.checkTarget(handle, req.GetTargetPath())
+	if err != nil {
 		return nil, err
 	}
 	capability := req.GetVolumeCapability()
@@ -46,8 +48,9 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 
 // NodeUnpublishVolume unmounts the target and removes it. The copy stays.
 func (s *Server) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	handle, target := req.GetVolumeId(), req.GetTargetPath()
-	if err := checkTarget(handle, target); err != nil {
+	handle := req.GetVolumeId()
+	target, err := s.checkTarget(handle, req.GetTargetPath())
+	if err != nil {
 		return nil, err
 	}
 	s.locks.LockKey(handle)
@@ -114,15 +117,21 @@ func checkHandleAndPath(handle, path, what string) error {
 }
 
 // checkTarget adds, for publish and unpublish, that kubelet's target path
-// is absolute.
-func checkTarget(handle, target string) error {
+// is absolute and, when kubelet's directory is known, under its pods
+// directory. It returns the cleaned path.
+func (s *Server) checkTarget(handle, target string) (string, error) {
 	if err := checkHandleAndPath(handle, target, "target path"); err != nil {
-		return err
+		return "", err
 	}
 	if !filepath.IsAbs(target) {
-		return invalid("volume %q: target path %q is not absolute", handle, target)
+		return "", invalid("volume %q: target path %q is not absolute", handle, target)
 	}
-	return nil
+	clean := filepath.Clean(target)
+	if s.podsDir != "" && !strings.HasPrefix(clean, s.podsDir+string(filepath.Separator)) {
+		return "", invalid("volume %q: target path %q is not under kubelet's pods directory %s; set --kubelet-dir to kubelet's root directory",
+			handle, target, s.podsDir)
+	}
+	return clean, nil
 }
 
 func readOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {

@@ -32,7 +32,7 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 	}
 	if ok {
 		if h.Target == p.target {
-			return nil // kubelet retried a publish that already succeeded
+			return sameRequest(p) // kubelet retried a publish
 		}
 		return &HeldError{Handle: p.handle, Holder: h}
 	}
@@ -49,12 +49,28 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 			return err
 		}
 	}
-	if !shows {
-		if err := s.mounter.Bind(copyDir, p.target, p.readonly); err != nil {
+	if shows {
+		if err := sameRequest(p); err != nil {
 			return err
 		}
+	} else if err := s.mounter.Bind(copyDir, p.target, p.readonly); err != nil {
+		return err
 	}
 	s.holders.Set(p.handle, holders.Holder{Target: p.target, Pod: p.pod})
+	return nil
+}
+
+// sameRequest accepts a publish at a target that already shows the copy
+// only if it asks for what is mounted there.
+func sameRequest(p publication) error {
+	ro, err := mounts.ReadOnly(p.target)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUncertain, err)
+	}
+	if ro != p.readonly {
+		return fmt.Errorf("%w: %s is mounted read-only=%v, this request asks read-only=%v",
+			ErrMismatch, p.target, ro, p.readonly)
+	}
 	return nil
 }
 

@@ -35,6 +35,9 @@ type Config struct {
 	MountInfo string
 	// Tracker records copies on their PersistentVolumes (nil: standalone).
 	Tracker Tracker
+	// KubeletDir, when set, is kubelet's root directory: every target path
+	// must lie under its pods directory.
+	KubeletDir string
 }
 
 // Server implements csi.IdentityServer and csi.NodeServer.
@@ -47,6 +50,8 @@ type Server struct {
 	layout  layout.Layout
 	mounter mounts.Mounter
 	tracker Tracker
+	// podsDir is kubelet's pods directory ("" when targets are not checked).
+	podsDir string
 	holders *holders.Index
 	// locks serialises work on one handle. Hashing into many mutexes keeps
 	// unrelated volumes from waiting on each other.
@@ -82,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 		mounter: cfg.Mounter,
 		tracker: cfg.Tracker,
 		holders: holders.NewIndex(),
+		podsDir: podsDir(cfg.KubeletDir),
 		locks:   keymutex.NewHashed(256),
 	}
 	if cfg.MountInfo == "" {
@@ -91,6 +97,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func podsDir(kubeletDir string) string {
+	if kubeletDir == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Clean(kubeletDir), "pods")
 }
 
 // seedHolders records every copy that the kernel shows mounted.
