@@ -218,7 +218,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if ours(pv) {
+	if ours(pv) && pv.DeletionTimestamp != nil {
 		if err := c.forgetGoneNodes(ctx, pv); err != nil {
 			return err
 		}
@@ -313,8 +313,11 @@ func (c *Controller) removeCopy(name, reason string) error {
 	return nil
 }
 
-// forgetGoneNodes drops the records of nodes whose Node object is gone:
-// the cache says missing, and a fresh read confirms it (never on an error).
+// forgetGoneNodes drops, from a PV being deleted, the records of nodes whose
+// Node object is gone: the cache says missing, and a fresh read confirms it
+// (never on an error). On a live PV a gone node's record is harmless, and
+// a Node that is deleted and registers again keeps its records; the
+// admission policy lets a node drop another node's record only then.
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
 	for _, node := range Recorded(pv) {
 		if node == c.node {

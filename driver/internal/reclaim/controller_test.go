@@ -142,8 +142,8 @@ func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 			if !slices.Contains(records, self) {
 				records = append(records, self)
 			}
-			p := recorded(pv("v", "u"), records...)
-			ctl := newController(t, self, &fakeCopies{uids: map[string]string{"v": "u"}}, alive, p)
+			p := deleting(recorded(pv("v", "u", pvProtection), records...)) // the claim is still bound
+			ctl := newController(t, self, &fakeCopies{uids: map[string]string{}}, alive, p)
 			assert.NilError(t, ctl.sync(context.Background(), "v"))
 			got := getPVT(t, ctl.client, "v")
 			for _, n := range []string{self, name63, name64, name253, "gone"} {
@@ -162,22 +162,27 @@ func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 
 func TestANodeMissingFromTheCacheIsOnlyDroppedOnAFreshNotFound(t *testing.T) {
 	// Not in the cache, and the fresh read fails: kept.
-	p := recorded(pv("w", "u"), "maybe")
+	p := deleting(recorded(pv("w", "u", pvProtection), "maybe"))
 	ctl := newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, p)
 	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("maybe")})
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("maybe")})
+
+	// On a live PV a gone node's record stays: the Node may register again.
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, recorded(pv("w", "u"), "away"))
+	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("away")})
 
 	// Not in the cache (it lags), but a fresh read finds it: kept.
-	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, recorded(pv("w", "u"), "new"))
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deleting(recorded(pv("w", "u", pvProtection), "new")))
 	_, err := ctl.meta.Resource(nodesResource).(interface {
 		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
 	}).CreateFake(nodeMeta("new"), metav1.CreateOptions{})
 	assert.NilError(t, err)
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("new")})
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("new")})
 }
 
 // A copy whose live PV does not list this node is the same volume's copy:

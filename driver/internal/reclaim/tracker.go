@@ -11,8 +11,9 @@
 //     patch, and only on a PV that is a per-node volume of that name;
 //   - when the PV is being deleted and its claim is gone, each node removes
 //     its copy as soon as no pod on it holds the copy, then its record;
-//   - when a Node object is deleted, the drivers on the other nodes remove
-//     its records, so a node that never returns wedges nothing;
+//   - when a PV is being deleted, the drivers on the other nodes remove the
+//     records of Nodes that are gone, so a node that never returns wedges
+//     nothing;
 //   - a copy is removed only when its PV is being deleted, or a fresh read
 //     shows the PV gone or carrying another UID. A missing record is not
 //     permission to delete: a node whose record vanished (a Node deleted and
