@@ -46,6 +46,7 @@ type options struct {
 	healthAddress   string
 	kubeconfig      string
 	standalone      bool
+	kubeletDir      string
 }
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
 	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz endpoint; empty disables it")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
+	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	flag.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -96,7 +98,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel()}
+	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir}
 	if client != nil {
 		cfg.Tracker = reclaim.NewTracker(client, o.nodeID, eventRecorder(ctx, client, o.nodeID))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,11 +23,25 @@ func TestDeployRenders(t *testing.T) {
 	objs, err := RenderDeploy(repoRoot(t), "per-node.liken.sh/driver:test")
 	assert.NilError(t, err)
 	byKind := map[string]*unstructured.Unstructured{}
+	byName := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
 		byKind[o.GetKind()] = o
+		byName[o.GetKind()+"/"+o.GetName()] = o
 	}
 	for _, k := range []string{"Namespace", "CSIDriver", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
 		assert.Assert(t, byKind[k] != nil, "deploy/ renders no %s", k)
+	}
+	for _, name := range []string{"per-node.liken.sh-records", "per-node.liken.sh-handle"} {
+		assert.Assert(t, byName["ValidatingAdmissionPolicy/"+name] != nil, "deploy/ renders no policy %s", name)
+		binding := byName["ValidatingAdmissionPolicyBinding/"+name]
+		assert.Assert(t, binding != nil, "deploy/ renders no binding for %s", name)
+		actions, _, _ := unstructured.NestedStringSlice(binding.Object, "spec", "validationActions")
+		assert.DeepEqual(t, actions, []string{"Deny"})
+	}
+	rules, _, _ := unstructured.NestedSlice(byKind["ClusterRole"].Object, "rules")
+	for _, r := range rules {
+		verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+		assert.Assert(t, !slices.Contains(verbs, "update"), "the driver needs no full-object update: %v", r)
 	}
 
 	driver := byKind["CSIDriver"].Object["spec"].(map[string]any)
@@ -42,12 +57,21 @@ func TestDeployRenders(t *testing.T) {
 	c := containers[0].(map[string]any)
 	assert.Equal(t, c["image"], "per-node.liken.sh/driver:test")
 	assert.Equal(t, c["securityContext"].(map[string]any)["privileged"], true)
+	assert.Equal(t, c["securityContext"].(map[string]any)["readOnlyRootFilesystem"], true)
 	propagation := map[string]any{}
 	for _, m := range c["volumeMounts"].([]any) {
 		mm := m.(map[string]any)
 		propagation[mm["mountPath"].(string)] = mm["mountPropagation"]
 	}
-	assert.Equal(t, propagation["/var/lib/kubelet"], "Bidirectional")
+	// Only what the driver needs of kubelet's directory, never all of it.
+	assert.DeepEqual(t, propagation, map[string]any{
+		"/var/lib/kubelet/pods":                       "Bidirectional",
+		"/var/lib/kubelet/plugins/per-node.liken.sh": nil,
+		"/var/lib/kubelet/plugins_registry":           nil,
+		"/var/lib/per-node.liken.sh":                  "HostToContainer",
+	})
+	selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
+	assert.DeepEqual(t, selector, map[string]string{"kubernetes.io/os": "linux"})
 	tolerations, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "tolerations")
 	assert.DeepEqual(t, tolerations, []any{map[string]any{"operator": "Exists"}})
 	assert.Equal(t, ds.GetNamespace(), "per-node-system")
