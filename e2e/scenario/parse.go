@@ -5,6 +5,7 @@
 // says what it does:
 //
 //	```apply            YAML objects to create (or update), in the scenario's namespace
+//	```apply refused    YAML objects the API server must refuse to create
 //	```delete           YAML objects (kind and name) to delete
 //	```expect OPTIONS   a partial object the cluster must come to match
 //	```steps            one step per line from the vocabulary in steps.go
@@ -171,14 +172,18 @@ func (p *parser) block(line int, info, body []string) ([]Step, error) {
 	}
 	switch info[0] {
 	case "apply", "delete":
-		if len(info) > 1 {
-			return nil, p.errorf(line, "%s takes no options, got %q", info[0], strings.Join(info[1:], " "))
+		kind := info[0]
+		switch {
+		case kind == "apply" && len(info) == 2 && info[1] == "refused":
+			kind = "apply refused"
+		case len(info) > 1:
+			return nil, p.errorf(line, "%s takes no options (apply: only `refused`), got %q", info[0], strings.Join(info[1:], " "))
 		}
 		objs, err := p.objects(line, body)
 		if err != nil {
 			return nil, err
 		}
-		return []Step{{File: p.file, Line: line, Kind: info[0], Text: "```" + info[0], Objects: objs, Timeout: 30 * time.Second}}, nil
+		return []Step{{File: p.file, Line: line, Kind: kind, Text: "```" + kind, Objects: objs, Timeout: 30 * time.Second}}, nil
 	case "expect":
 		return p.expect(line, info[1:], body)
 	case "steps":

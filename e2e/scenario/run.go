@@ -68,6 +68,8 @@ func (r *Run) step(ctx context.Context, s Step) error {
 	switch s.Kind {
 	case "apply":
 		return r.apply(ctx, r.substituteObjects(s.Objects))
+	case "apply refused":
+		return r.applyRefused(ctx, r.substituteObjects(s.Objects))
 	case "delete":
 		return r.delete(ctx, r.substituteObjects(s.Objects))
 	case "expect":

@@ -78,6 +78,14 @@ var vocabulary = compile([]*stepDef{
 	{Name: "persistentvolume {name} is gone", Timeout: 2 * time.Minute, run: stepPVGone},
 	{Name: "start writing to the store", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
 	{Name: "stop {writer}: no acknowledged write lost, at least {n} store pods ready at every sample", Timeout: 2 * time.Minute, run: stepStopWriter},
+	{Name: "restart kubelet on {node}", Timeout: 3 * time.Minute, run: stepRestartKubelet},
+	{Name: "persistentvolume {name} records the node of every store pod", Timeout: time.Minute, run: stepPVRecordsEveryStorePodsNode},
+	{Name: "persistentvolume {name} carries no per-node record for {duration}", Timeout: 2 * time.Minute, run: stepPVNoRecordFor},
+	{Name: "no worker holds a copy", Timeout: time.Minute, run: stepNoWorkerHoldsACopy},
+	{Name: "as the driver on {node}, changing the claimRef of persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverChangesClaimRef},
+	{Name: "as the driver on {node}, adding the record of {other} to persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOthersRecord},
+	{Name: "as the driver on {node}, removing the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
+	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecord},
 })
 
 func (r *Run) ns() string { return r.vars["ns"] }
@@ -791,14 +799,22 @@ func (r *Run) driverPodsOn(ctx context.Context, node string) ([]corev1.Pod, erro
 }
 
 func stepRestartDriver(ctx context.Context, r *Run, a args) error {
-	pods, err := r.driverPodsOn(ctx, a["node"])
+	var old corev1.Pod
+	// A node that just registered again may still be replacing its pod.
+	err := harness.Until(ctx, "one ready driver pod on "+a["node"], deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
+			return false, "", err
+		}
+		if len(pods) == 1 && harness.PodReady(&pods[0]) {
+			old = pods[0]
+			return true, "", nil
+		}
+		return false, r.driverPodsReport(pods), nil
+	})
 	if err != nil {
 		return err
 	}
-	if len(pods) != 1 {
-		return fmt.Errorf("expected one driver pod on %s, found %d", a["node"], len(pods))
-	}
-	old := pods[0]
 	if err := r.env.R.Delete(ctx, &old); err != nil {
 		return err
 	}

@@ -1,0 +1,216 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// Steps about the records nodes keep on PersistentVolumes, the driver's
+// service account, and the kubelet.
+
+// recordPrefix starts every node's finalizer on a PersistentVolume.
+const recordPrefix = "per-node.liken.sh/"
+
+// driverAccount is the driver's service account, as the API server names it.
+const driverAccount = "system:serviceaccount:per-node-system:per-node-node"
+
+// nodeNameKey is where a bound service account token carries its node.
+const nodeNameKey = "authentication.kubernetes.io/node-name"
+
+func (r *Run) pv(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	var pv corev1.PersistentVolume
+	err := r.env.R.Get(ctx, name, "", &pv)
+	return &pv, err
+}
+
+func stepPVRecordsEveryStorePodsNode(ctx context.Context, r *Run, a args) error {
+	return harness.Until(ctx, "PersistentVolume "+a["name"]+" to record the node of every store pod", deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := r.storePods(ctx)
+			if err != nil {
+				return false, "", err
+			}
+			pv, err := r.pv(ctx, a["name"])
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var missing []string
+			for _, p := range pods {
+				if p.Spec.NodeName == "" || !slices.Contains(pv.Finalizers, recordPrefix+p.Spec.NodeName) {
+					missing = append(missing, fmt.Sprintf("%s (pod %s)", p.Spec.NodeName, p.Name))
+				}
+			}
+			ok := len(pods) > 0 && len(missing) == 0
+			return ok, fmt.Sprintf("%d store pods; not recorded: %v; finalizers %v", len(pods), missing, pv.Finalizers), nil
+		})
+}
+
+func stepPVNoRecordFor(ctx context.Context, r *Run, a args) error {
+	return holdsFor(ctx, a["duration"], func() error {
+		pv, err := r.pv(ctx, a["name"])
+		if err != nil {
+			return err
+		}
+		var ours []string
+		for _, f := range pv.Finalizers {
+			if strings.HasPrefix(f, recordPrefix) {
+				ours = append(ours, "finalizer "+f)
+			}
+		}
+		for k := range pv.Annotations {
+			if strings.HasPrefix(k, recordPrefix) {
+				ours = append(ours, "annotation "+k)
+			}
+		}
+		if len(ours) > 0 {
+			return fmt.Errorf("PersistentVolume %s carries per-node records, expected none for %s: %v", a["name"], a["duration"], ours)
+		}
+		return nil
+	})
+}
+
+func stepNoWorkerHoldsACopy(ctx context.Context, r *Run, _ args) error {
+	nodes, err := r.workers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := stepCopyAbsent(ctx, r, args{"node": n.Name}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepRestartKubelet restarts kubelet alone in a node's container and waits
+// until it reports Ready again (it registers the Node again if it was
+// deleted).
+func stepRestartKubelet(ctx context.Context, r *Run, a args) error {
+	since := time.Now()
+	if _, err := r.onNode(ctx, a["node"], "systemctl", "restart", "kubelet"); err != nil {
+		return err
+	}
+	return r.waitKubelet(ctx, a["node"], since)
+}
+
+// driverClient is a client that acts as the driver's service account with
+// a token bound to a pod on node: what the driver on that node may do.
+func (r *Run) driverClient(node string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(r.env.R.GetConfig())
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: driverAccount,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:per-node-system", "system:authenticated"},
+		Extra:    map[string][]string{nodeNameKey: {node}},
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// asDriverPatch sends a merge patch to a PV as the driver on node.
+func (r *Run) asDriverPatch(ctx context.Context, node, pv string, patch string) error {
+	c, err := r.driverClient(node)
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().PersistentVolumes().Patch(ctx, pv, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// asDriverRefused sends patch as the driver on node and requires the API
+// server to refuse it, leaving the PV as it was.
+func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch string) error {
+	before, err := r.pv(ctx, pvName)
+	if err != nil {
+		return err
+	}
+	err = r.asDriverPatch(ctx, node, pvName, patch)
+	if err == nil {
+		return fmt.Errorf("the driver's account on %s was allowed to %s on PersistentVolume %s (patch %s); expected a refusal", node, what, pvName, patch)
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		return fmt.Errorf("the driver's account on %s, %s: expected Forbidden or Invalid from the admission policy, got: %w", node, what, err)
+	}
+	r.t.Logf("refused as expected: %v", err)
+	after, err := r.pv(ctx, pvName)
+	if err != nil {
+		return err
+	}
+	if after.ResourceVersion != before.ResourceVersion && !slices.Equal(after.Finalizers, before.Finalizers) {
+		return fmt.Errorf("the refused change still changed the PV: finalizers %v, were %v", after.Finalizers, before.Finalizers)
+	}
+	return nil
+}
+
+func stepDriverChangesClaimRef(ctx context.Context, r *Run, a args) error {
+	return r.asDriverRefused(ctx, a["node"], a["name"], "change the claimRef",
+		`{"spec":{"claimRef":{"namespace":"elsewhere","name":"thief","uid":null,"resourceVersion":null}}}`)
+}
+
+func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
+	return r.asDriverRefused(ctx, a["node"], a["name"], "add the record of "+a["other"],
+		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["other"]))
+}
+
+func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	f := recordPrefix + a["other"]
+	if !slices.Contains(pv.Finalizers, f) {
+		return fmt.Errorf("PersistentVolume %s does not record %s (finalizers %v): nothing to try to remove", a["name"], a["other"], pv.Finalizers)
+	}
+	return r.asDriverRefused(ctx, a["node"], a["name"], "remove the record of "+a["other"],
+		fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, f))
+}
+
+func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
+	f := recordPrefix + a["node"]
+	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, f)); err != nil {
+		return fmt.Errorf("the driver's account on %s may add its own record: %w", a["node"], err)
+	}
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(pv.Finalizers, f) {
+		return fmt.Errorf("patch allowed but %s is not among the finalizers %v", f, pv.Finalizers)
+	}
+	return nil
+}
+
+// applyRefused requires the API server to refuse creating every object,
+// and checks that none was created.
+func (r *Run) applyRefused(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, u := range objs {
+		r.namespaceFor(u)
+		if u.GetKind() == "PersistentVolume" {
+			r.trackPV(u.GetName()) // cleaned up should the refusal fail
+		}
+		err := r.env.R.Create(ctx, u)
+		if err == nil {
+			return fmt.Errorf("%s %s was created; expected the API server to refuse it", u.GetKind(), u.GetName())
+		}
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			return fmt.Errorf("%s %s: expected a refusal (Forbidden or Invalid), got: %w", u.GetKind(), u.GetName(), err)
+		}
+		r.t.Logf("refused as expected: %v", err)
+		got := u.DeepCopy()
+		if err := r.env.R.Get(ctx, u.GetName(), u.GetNamespace(), got); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s exists after the refusal (get: %v)", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
