@@ -58,6 +58,10 @@ e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=<nam
 bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearance (3 nodes x 10,000 files).
 	e2e/run.sh bench
 
+.PHONY: bench-api
+bench-api: ## On the e2e cluster: the drivers' API requests per minute per node at rest, 50 PVs x 4 nodes (API_IDLE=10m).
+	e2e/run.sh bench-api
+
 .PHONY: up
 up: ## The e2e cluster with the driver installed, left running; prints KUBECONFIG.
 	e2e/run.sh up

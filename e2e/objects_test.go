@@ -60,8 +60,17 @@ func newNamespace(t *testing.T, r *resources.Resources) string {
 // PV's copies are removed from every node when the test ends.
 func guideVolume(t *testing.T, r *resources.Resources, ns string) (pv string) {
 	t.Helper()
-	ctx := context.Background()
 	pv = ns + "-store"
+	perNodeVolume(t, r, ns, pv, "store")
+	return pv
+}
+
+// perNodeVolume creates a per-node PersistentVolume pv bound to the claim
+// ns/claimName, and the claim, and waits until they are bound. The PV's
+// copies are removed from every node when the test ends.
+func perNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName string) {
+	t.Helper()
+	ctx := context.Background()
 	vol := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pv},
 		Spec: corev1.PersistentVolumeSpec{
@@ -69,7 +78,7 @@ func guideVolume(t *testing.T, r *resources.Resources, ns string) (pv string) {
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "store"},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claimName},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver: harness.DriverName, VolumeHandle: pv,
 			}},
@@ -77,7 +86,7 @@ func guideVolume(t *testing.T, r *resources.Resources, ns string) (pv string) {
 	}
 	sc := "per-node"
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: &sc,
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
@@ -92,15 +101,14 @@ func guideVolume(t *testing.T, r *resources.Resources, ns string) (pv string) {
 	})
 	assert.NilError(t, r.Create(ctx, claim))
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
-		if err := r.Get(ctx, "store", ns, claim); err != nil {
+		if err := r.Get(ctx, claimName, ns, claim); err != nil {
 			return poll.Continue("get claim: %v", err)
 		}
 		if claim.Status.Phase != corev1.ClaimBound {
-			return poll.Continue("claim %s/store is %s", ns, claim.Status.Phase)
+			return poll.Continue("claim %s/%s is %s", ns, claimName, claim.Status.Phase)
 		}
 		return poll.Success()
 	}, poll.WithTimeout(time.Minute), poll.WithDelay(250*time.Millisecond))
-	return pv
 }
 
 // removeCopies deletes a test PV's copies on every node.

@@ -4,6 +4,7 @@
 #   e2e/run.sh test [SCENARIO]   cluster up, driver installed, tests (or the scenarios
 #                                whose name starts with SCENARIO) run, cluster deleted
 #   e2e/run.sh bench             time from deleting a PV to its disappearance
+#   e2e/run.sh bench-api         the drivers' API requests at rest (50 PVs x every worker)
 #   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
 #   e2e/run.sh down              delete it
 #
@@ -54,13 +55,16 @@ case "${1:-test}" in
   bench)
     go test -tags e2e,e2ebench -count=1 -timeout 30m -v -run TestDeletePVTiming ./e2e/ 2>&1 | tee _out/bench-delete.log | grep -E "^delete-pv-to-gone|^(ok|FAIL|---)"
     ;;
+  bench-api)
+    go test -tags e2e,e2ebench -count=1 -timeout 60m -v -run TestAPILoad ./e2e/ 2>&1 | tee _out/bench-api.log | grep -E "^api-load|^(ok|FAIL|---)"
+    ;;
   test)
     run=()
     if [[ -n "${2:-}" ]]; then run=(-run TestScenarios); export E2E_SCENARIO="$2"; fi
     go test -tags e2e -count=1 -timeout 80m -v "${run[@]}" ./e2e/ 2>&1 | tee _out/e2e.log
     ;;
   *)
-    echo "usage: e2e/run.sh test [SCENARIO] | bench | up | down" >&2
+    echo "usage: e2e/run.sh test [SCENARIO] | bench | bench-api | up | down" >&2
     exit 2
     ;;
 esac
