@@ -27,8 +27,9 @@ test: ## Unit tests, csi-sanity and fuzz seeds (real bind mounts: run as root).
 	go test -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the handle validation for FUZZTIME (default 60s).
+fuzz: ## Fuzz the handle validation and the reading of node records, FUZZTIME each (default 60s).
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
+	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
 
 .PHONY: bench
 bench: ## Publish+unpublish vs a raw bind mount, with 0/100/1000 other mounts; prints the ratio.

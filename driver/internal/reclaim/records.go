@@ -61,8 +61,8 @@ func Recorded(pv *corev1.PersistentVolume) []string {
 			nodes = append(nodes, full)
 			continue
 		}
-		if looksHashed(part) {
-			continue
+		if looksHashed(part) || Finalizer(part) != f {
+			continue // a hash without its name, or a name no finalizer of ours spells
 		}
 		nodes = append(nodes, part)
 	}
