@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -20,12 +22,21 @@ import (
 type fakeTracker struct {
 	uid    string
 	err    error
+	mu     sync.Mutex
 	events []string
 }
 
 func (f *fakeTracker) Record(context.Context, string) (string, error) { return f.uid, f.err }
 func (f *fakeTracker) Event(_ context.Context, _, _, reason, _ string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.events = append(f.events, reason)
+}
+
+func (f *fakeTracker) reasons() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
 }
 
 func newTrackedServer(t *testing.T, tr *fakeTracker) (*Server, string) {
@@ -45,6 +56,9 @@ func TestPublishRecordsBeforeCreatingAndRefusesWhatCannotBeRecorded(t *testing.T
 		{"API unreachable", fmt.Errorf("%w: timeout", reclaim.ErrAPI), codes.Unavailable},
 		{"PV being deleted", reclaim.ErrDeleting, codes.FailedPrecondition},
 		{"no such PV", reclaim.ErrNoVolume, codes.NotFound},
+		{"handle names a PV that is not ours", fmt.Errorf("%w: spec.csi.driver", reclaim.ErrNotOurs), codes.FailedPrecondition},
+		{"PV kept changing", fmt.Errorf("%w: conflict", reclaim.ErrConflict), codes.Aborted},
+		{"RBAC or policy refused", fmt.Errorf("%w: forbidden", reclaim.ErrForbidden), codes.PermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, dir := newTrackedServer(t, &fakeTracker{err: tc.err})
@@ -67,7 +81,7 @@ func TestCopyIsBoundToItsPVAndReplacedForANewOne(t *testing.T) {
 	uid, err := s.CopyUID("store")
 	assert.NilError(t, err)
 	assert.Equal(t, uid, "uid-1")
-	assert.DeepEqual(t, tr.events, []string{"CopyCreated"})
+	assert.DeepEqual(t, tr.reasons(), []string{"CopyCreated"})
 
 	_, err = s.RemoveCopy("store")
 	assert.Assert(t, errors.Is(err, ErrHeld), "a held copy is not removed: %v", err)
@@ -82,6 +96,49 @@ func TestCopyIsBoundToItsPVAndReplacedForANewOne(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, len(entries), 0, "the new PV never sees the old copy's data")
 	waitTrashEmpty(t, s)
+}
+
+// Emptying the trash is retried until it is done, and a failure is an event.
+func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
+	tr := &fakeTracker{uid: "u"}
+	s, dir := newTrackedServer(t, tr)
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	// A mount inside the copy: removal must not descend into it, so it fails
+	// until the mount is gone.
+	other := filepath.Join(dir, "other")
+	assert.NilError(t, os.MkdirAll(other, 0o750))
+	assert.NilError(t, os.WriteFile(filepath.Join(other, "precious"), []byte("x"), 0o644))
+	copyDir, err := s.layout.CopyDir("store")
+	assert.NilError(t, err)
+	inside := filepath.Join(copyDir, "mnt")
+	assert.NilError(t, os.Mkdir(inside, 0o750))
+	assert.NilError(t, mounts.NewKernel().Bind(other, inside, false))
+	unpublish(t, s, "store", target)
+	removed, err := s.RemoveCopy("store")
+	assert.NilError(t, err)
+	assert.Assert(t, removed)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if slices.Contains(tr.reasons(), "CopyRemovalFailed") {
+			return poll.Success()
+		}
+		return poll.Continue("events so far: %v", tr.reasons())
+	})
+	_, err = os.Stat(filepath.Join(other, "precious"))
+	assert.NilError(t, err, "removal descended into a mount")
+
+	entries, err := os.ReadDir(s.layout.TrashDir())
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 1)
+	assert.NilError(t, mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), entries[0].Name(), "data/mnt")))
+	waitTrashEmpty(t, s)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if slices.Contains(tr.reasons(), "CopyRemoved") {
+			return poll.Success()
+		}
+		return poll.Continue("events so far: %v", tr.reasons())
+	})
 }
 
 func TestRemoveCopyEmptiesTheTrash(t *testing.T) {

@@ -77,6 +77,15 @@ func (s *Server) toStatus(op, handle string, err error) error {
 			"%s volume %q: the PersistentVolume is being deleted and its copies with it; it is not mounted again", op, handle)
 	case errors.Is(err, reclaim.ErrNoVolume):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v; the volumeHandle must be the PersistentVolume's name", op, handle, err)
+	case errors.Is(err, reclaim.ErrNotOurs):
+		s.refused(handle, err.Error())
+		return status.Errorf(codes.FailedPrecondition, "%s volume %q: %v; nothing was created or recorded", op, handle, err)
+	case errors.Is(err, reclaim.ErrConflict):
+		return status.Errorf(codes.Aborted, "%s volume %q on node %s: %v; kubelet retries", op, handle, s.nodeID, err)
+	case errors.Is(err, reclaim.ErrForbidden):
+		return status.Errorf(codes.PermissionDenied,
+			"%s volume %q on node %s: %v; check the driver's RBAC and the per-node.liken.sh-records admission policy (deploy/)",
+			op, handle, s.nodeID, err)
 	case errors.Is(err, reclaim.ErrAPI):
 		return status.Errorf(codes.Unavailable,
 			"%s volume %q on node %s: %v; the copy is not created until this node is recorded on the PersistentVolume, kubelet retries",
