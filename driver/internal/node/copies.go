@@ -151,6 +151,7 @@ func (s *Server) trash(handle string) (bool, error) {
 		return false, err
 	}
 	dst := filepath.Join(s.layout.TrashDir(), fmt.Sprintf("%s.%d", handle, time.Now().UnixNano()))
+	s.usage.forget(handle)
 	if err := os.Rename(dir, dst); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	} else if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -277,4 +278,37 @@ func TestIdentity(t *testing.T) {
 func TestHeldErrorIs(t *testing.T) {
 	var err error = &HeldError{Handle: "store"}
 	assert.Assert(t, errors.Is(err, ErrHeld))
+}
+
+// A copy is walked at most once per StatsTTL: kubelet asks every minute,
+// and a walk of a large copy is expensive.
+func TestVolumeStatsAreReusedForTheirTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ttl       time.Duration
+		wantFresh bool
+	}{
+		{"within the TTL", time.Hour, false},
+		{"measured every time", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dir := newTestServer(t)
+			s, err := New(Config{NodeID: "worker-a", Root: filepath.Join(dir, "root"), Mounter: mounts.NewKernel(), StatsTTL: tc.ttl})
+			assert.NilError(t, err)
+			ctx := context.Background()
+			target := podTarget(dir, "1111", "store")
+			_, err = s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+			assert.NilError(t, err)
+			t.Cleanup(func() { unpublish(t, s, "store", target) })
+			req := &csi.NodeGetVolumeStatsRequest{VolumeId: "store", VolumePath: target}
+			before, err := s.NodeGetVolumeStats(ctx, req)
+			assert.NilError(t, err)
+			assert.NilError(t, os.WriteFile(filepath.Join(target, "f"), make([]byte, 1<<20), 0o644))
+			after, err := s.NodeGetVolumeStats(ctx, req)
+			assert.NilError(t, err)
+			fresh := after.GetUsage()[1].GetUsed() != before.GetUsage()[1].GetUsed()
+			assert.Equal(t, fresh, tc.wantFresh, "inodes before %d, after %d",
+				before.GetUsage()[1].GetUsed(), after.GetUsage()[1].GetUsed())
+		})
+	}
 }

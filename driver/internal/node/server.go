@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -35,6 +36,9 @@ type Config struct {
 	MountInfo string
 	// Tracker records copies on their PersistentVolumes (nil: standalone).
 	Tracker Tracker
+	// StatsTTL is how long a copy's measured usage is reused (0: default;
+	// negative: measure every time).
+	StatsTTL time.Duration
 	// KubeletDir, when set, is kubelet's root directory: every target path
 	// must lie under its pods directory.
 	KubeletDir string
@@ -53,6 +57,7 @@ type Server struct {
 	// podsDir is kubelet's pods directory ("" when targets are not checked).
 	podsDir string
 	holders *holders.Index
+	usage   *usageCache
 	// locks serialises work on one handle. Hashing into many mutexes keeps
 	// unrelated volumes from waiting on each other.
 	locks keymutex.KeyMutex
@@ -88,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 		tracker: cfg.Tracker,
 		holders: holders.NewIndex(),
 		podsDir: podsDir(cfg.KubeletDir),
+		usage:   newUsageCache(statsTTL(cfg.StatsTTL)),
 		locks:   keymutex.NewHashed(256),
 	}
 	if cfg.MountInfo == "" {
@@ -97,6 +103,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func statsTTL(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return DefaultStatsTTL
+	}
+	return max(ttl, 0)
 }
 
 func podsDir(kubeletDir string) string {

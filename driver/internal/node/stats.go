@@ -32,7 +32,7 @@ func (s *Server) stats(handle, path string) ([]*csi.VolumeUsage, error) {
 	if err := unix.Statfs(copyDir, &fsStat); err != nil {
 		return nil, fmt.Errorf("statfs: %w", err)
 	}
-	used, err := usage(copyDir)
+	used, err := s.usage.get(handle, copyDir)
 	if err != nil {
 		return nil, err
 	}
