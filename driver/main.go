@@ -47,6 +47,7 @@ type options struct {
 	kubeconfig      string
 	standalone      bool
 	kubeletDir      string
+	statsTTL        time.Duration
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz endpoint; empty disables it")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
 	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
+	flag.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	flag.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
@@ -98,7 +100,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir}
+	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL}
 	if client != nil {
 		cfg.Tracker = reclaim.NewTracker(client, o.nodeID, eventRecorder(ctx, client, o.nodeID))
 	}
