@@ -66,9 +66,12 @@ func TestAPILoad(t *testing.T) {
 		var volumesSrc []corev1.Volume
 		for i := range volumes {
 			claim := fmt.Sprintf("v%02d", i)
-			perNodeVolume(t, r, ns, ns+"-"+claim, claim)
+			createPerNodeVolume(t, r, ns, ns+"-"+claim, claim)
 			volumesSrc = append(volumesSrc, corev1.Volume{Name: claim, VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		}
+		for _, v := range volumesSrc {
+			waitBound(t, r, ns, v.Name)
 		}
 		var pods []*corev1.Pod
 		for i, node := range w {

@@ -70,6 +70,13 @@ func guideVolume(t *testing.T, r *resources.Resources, ns string) (pv string) {
 // copies are removed from every node when the test ends.
 func perNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName string) {
 	t.Helper()
+	createPerNodeVolume(t, r, ns, pv, claimName)
+	waitBound(t, r, ns, claimName)
+}
+
+// createPerNodeVolume creates the PV and its claim without waiting.
+func createPerNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName string) {
+	t.Helper()
 	ctx := context.Background()
 	vol := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pv},
@@ -100,6 +107,13 @@ func perNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName strin
 		removeCopies(t, pv)
 	})
 	assert.NilError(t, r.Create(ctx, claim))
+}
+
+// waitBound waits until the claim ns/claimName is bound.
+func waitBound(t *testing.T, r *resources.Resources, ns, claimName string) {
+	t.Helper()
+	ctx := context.Background()
+	claim := &corev1.PersistentVolumeClaim{}
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if err := r.Get(ctx, claimName, ns, claim); err != nil {
 			return poll.Continue("get claim: %v", err)
