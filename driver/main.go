@@ -93,16 +93,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = lock.Release() }()
-	var client kubernetes.Interface
-	var meta metadata.Interface
+	var c clients
 	if !o.standalone {
-		if client, meta, err = kubeClients(o.kubeconfig); err != nil {
+		if c, err = kubeClients(o.kubeconfig); err != nil {
 			return err
 		}
 	}
+	client := c.reclaim
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL}
 	if client != nil {
-		cfg.Tracker = reclaim.NewTracker(client, o.nodeID, eventRecorder(ctx, client, o.nodeID))
+		cfg.Tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
 	}
 	srv, err := node.New(cfg)
 	if err != nil {
@@ -110,7 +110,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var reclaimStopped atomic.Bool
 	if client != nil {
-		ctl := reclaim.NewController(client, meta, o.nodeID, srv)
+		ctl := reclaim.NewController(client, c.meta, o.nodeID, srv)
 		go func() {
 			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {
@@ -208,10 +208,20 @@ func dial(socket string) error {
 	return c.Close()
 }
 
+// clients are the driver's connections to the API server, each with its
+// own rate limit, so that a burst of events or of reclaim work never delays
+// the record a publish waits for.
+type clients struct {
+	publish kubernetes.Interface // NodePublishVolume's record of this node
+	reclaim kubernetes.Interface // the reclaim controller: watches, and patches when it acts
+	events  kubernetes.Interface // events on PersistentVolumes
+	meta    metadata.Interface   // Nodes, watched as metadata only
+}
+
 // kubeClients connects to the API server: with kubeconfig if given, else
 // in-cluster. Missing credentials are an error: running without a cluster
 // is --standalone, never a fallback.
-func kubeClients(kubeconfig string) (kubernetes.Interface, metadata.Interface, error) {
+func kubeClients(kubeconfig string) (clients, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -220,15 +230,26 @@ func kubeClients(kubeconfig string) (kubernetes.Interface, metadata.Interface, e
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the API server (use --standalone to run without a cluster): %w", err)
+		return clients{}, fmt.Errorf("connect to the API server (use --standalone to run without a cluster): %w", err)
 	}
 	cfg.UserAgent = "per-node/" + version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
+	with := func(qps float32, burst int) *rest.Config {
+		c := rest.CopyConfig(cfg)
+		c.QPS, c.Burst = qps, burst
+		return c
 	}
-	meta, err := metadata.NewForConfig(cfg)
-	return client, meta, err
+	var c clients
+	if c.publish, err = kubernetes.NewForConfig(with(20, 40)); err != nil {
+		return clients{}, err
+	}
+	if c.reclaim, err = kubernetes.NewForConfig(with(10, 20)); err != nil {
+		return clients{}, err
+	}
+	if c.events, err = kubernetes.NewForConfig(with(5, 10)); err != nil {
+		return clients{}, err
+	}
+	c.meta, err = metadata.NewForConfig(with(5, 10))
+	return c, err
 }
 
 // eventRecorder records events on PersistentVolumes as this node's driver.

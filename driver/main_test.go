@@ -40,6 +40,6 @@ func TestHealthzNamesTheFirstFailingCheck(t *testing.T) {
 func TestNoClusterIsAnErrorWithoutStandalone(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	_, _, err := kubeClients("")
+	_, err := kubeClients("")
 	assert.ErrorContains(t, err, "--standalone")
 }
