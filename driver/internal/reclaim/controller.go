@@ -69,7 +69,9 @@ func NewController(client kubernetes.Interface, meta metadata.Interface, node st
 	return &Controller{client: client, meta: meta, node: node, copies: copies,
 		tracker: NewTracker(client, node, nil),
 		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second))}
+			// A copy held by a pod is retried at most 10 s apart, so it goes
+			// soon after the pod; retries of a held copy cost no API call.
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second))}
 }
 
 // Running reports whether the controller has synced its caches and works.
@@ -295,10 +297,13 @@ func (c *Controller) rerecord(ctx context.Context, pv *corev1.PersistentVolume) 
 	if _, err := c.nodes.Get(c.node); err != nil {
 		return fmt.Errorf("%w: %v", errOwnNodeAbsent, err)
 	}
-	if _, err := c.tracker.Record(ctx, pv.Name); err != nil {
+	_, patched, err := c.tracker.record(ctx, pv.Name)
+	if err != nil {
 		return fmt.Errorf("restore this node's record: %w", err)
 	}
-	klog.InfoS("Restored this node's record on a PersistentVolume whose copy it holds", "volume_id", pv.Name, "node", c.node)
+	if patched {
+		klog.InfoS("Restored this node's record on a PersistentVolume whose copy it holds", "volume_id", pv.Name, "node", c.node)
+	}
 	return nil
 }
 

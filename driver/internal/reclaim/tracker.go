@@ -98,10 +98,15 @@ func CheckOurs(pv *corev1.PersistentVolume, handle string) error {
 // returns the PV's UID. It refuses a PV that is being deleted or is not a
 // per-node volume of that name, and then changes nothing.
 func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
+	uid, _, err := t.record(ctx, handle)
+	return uid, err
+}
+
+// record is Record, also saying whether it had to write the record.
+func (t *Tracker) record(ctx context.Context, handle string) (uid string, patched bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
-	var uid string
-	err := onConflict(func() error {
+	err = onConflict(func() error {
 		pv, err := getPV(ctx, t.client, handle)
 		if err != nil {
 			return err
@@ -114,9 +119,13 @@ func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
 			return ErrDeleting
 		}
 		uid = string(pv.UID)
+		if HasRecord(pv, t.node) {
+			return nil
+		}
+		patched = true
 		return patchRecord(ctx, t.client, pv, t.node, true)
 	})
-	return uid, err
+	return uid, patched && err == nil, err
 }
 
 // Forget removes node's record from the PV named handle, if it is there.
