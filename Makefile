@@ -22,7 +22,8 @@ build: ## Build the driver to bin/per-node.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o bin/per-node ./driver
 
 .PHONY: test
-test: ## Unit tests, csi-sanity and fuzz seeds (real bind mounts: run as root).
+test: ## gofmt, vet, unit tests, csi-sanity and fuzz seeds (real bind mounts: run as root).
+	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go test -count=1 ./...
 

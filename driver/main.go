@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/metadata"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -99,9 +99,8 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	client := c.reclaim
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL}
-	if client != nil {
+	if !o.standalone {
 		cfg.Tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
 	}
 	srv, err := node.New(cfg)
@@ -109,8 +108,8 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("start node server: %w", err)
 	}
 	var reclaimStopped atomic.Bool
-	if client != nil {
-		ctl := reclaim.NewController(client, c.meta, o.nodeID, srv)
+	if !o.standalone {
+		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv)
 		go func() {
 			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {
@@ -153,7 +152,7 @@ func run(ctx context.Context, o options) error {
 			return dial(regPath)
 		}})
 	}
-	if client != nil {
+	if !o.standalone {
 		checks = append(checks, check{"reclaim controller", func() error {
 			if reclaimStopped.Load() {
 				return errors.New("stopped")

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
-	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -59,7 +59,9 @@ func TestAPILoad(t *testing.T) {
 		}
 		_, err = cs.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{})
 		assert.NilError(t, err)
-		t.Cleanup(func() { _ = cs.FlowcontrolV1().FlowSchemas().Delete(context.Background(), benchFlow, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = cs.FlowcontrolV1().FlowSchemas().Delete(context.Background(), benchFlow, metav1.DeleteOptions{})
+		})
 
 		w := workers(t, r)
 		ns := newNamespace(t, r)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,10 +148,20 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 	if err != nil {
 		return err
 	}
-	if after.ResourceVersion != before.ResourceVersion && !slices.Equal(after.Finalizers, before.Finalizers) {
-		return fmt.Errorf("the refused change still changed the PV: finalizers %v, were %v", after.Finalizers, before.Finalizers)
+	if d := cmp.Diff(pvContent(before), pvContent(after)); d != "" {
+		return fmt.Errorf("the refused change still changed PersistentVolume %s (-before +after):\n%s", pvName, d)
 	}
 	return nil
+}
+
+// pvContent is what a refused change must leave as it was: the spec
+// (claimRef included), finalizers and annotations.
+func pvContent(pv *corev1.PersistentVolume) any {
+	return struct {
+		Spec        corev1.PersistentVolumeSpec
+		Finalizers  []string
+		Annotations map[string]string
+	}{pv.Spec, pv.Finalizers, pv.Annotations}
 }
 
 func stepDriverChangesClaimRef(ctx context.Context, r *Run, a args) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +59,6 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	pvs     listersv1.PersistentVolumeLister
 	nodes   cache.GenericLister
-	running atomic.Bool
 }
 
 // NewController returns the controller of node. meta watches Nodes as
@@ -73,9 +71,6 @@ func NewController(client kubernetes.Interface, meta metadata.Interface, node st
 			// soon after the pod; retries of a held copy cost no API call.
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second))}
 }
-
-// Running reports whether the controller has synced its caches and works.
-func (c *Controller) Running() bool { return c.running.Load() }
 
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
@@ -90,7 +85,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	if _, err := pvInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) },
-		DeleteFunc: func(obj any) { c.queue.Add(objectName(obj)) },
+		DeleteFunc: func(obj any) {
+			if name := objectName(obj); name != "" {
+				c.queue.Add(name) // a copy whose PV went without our record
+			}
+		},
 	}); err != nil {
 		return err
 	}
@@ -125,8 +124,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	c.running.Store(true)
-	defer c.running.Store(false)
 	for c.next(ctx) {
 	}
 	return nil

@@ -33,9 +33,9 @@ func (f *fakeCopies) Handles() ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
-func (f *fakeCopies) HasCopy(h string) (bool, error) { _, ok := f.uids[h]; return ok, nil }
+func (f *fakeCopies) HasCopy(h string) (bool, error)   { _, ok := f.uids[h]; return ok, nil }
 func (f *fakeCopies) CopyUID(h string) (string, error) { return f.uids[h], nil }
-func (f *fakeCopies) EmptyTrash() error                 { return nil }
+func (f *fakeCopies) EmptyTrash() error                { return nil }
 func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
 	if f.held[h] {
 		return false, errors.New("held by a pod")

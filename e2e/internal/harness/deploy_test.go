@@ -65,10 +65,10 @@ func TestDeployRenders(t *testing.T) {
 	}
 	// Only what the driver needs of kubelet's directory, never all of it.
 	assert.DeepEqual(t, propagation, map[string]any{
-		"/var/lib/kubelet/pods":                       "Bidirectional",
+		"/var/lib/kubelet/pods":                      "Bidirectional",
 		"/var/lib/kubelet/plugins/per-node.liken.sh": nil,
-		"/var/lib/kubelet/plugins_registry":           nil,
-		"/var/lib/per-node.liken.sh":                  "HostToContainer",
+		"/var/lib/kubelet/plugins_registry":          nil,
+		"/var/lib/per-node.liken.sh":                 "HostToContainer",
 	})
 	selector, _, _ := unstructured.NestedStringMap(ds.Object, "spec", "template", "spec", "nodeSelector")
 	assert.DeepEqual(t, selector, map[string]string{"kubernetes.io/os": "linux"})
