@@ -96,6 +96,83 @@ func stepNoWorkerHoldsACopy(ctx context.Context, r *Run, _ args) error {
 	return nil
 }
 
+func stepNoOtherNodeHoldsACopy(ctx context.Context, r *Run, a args) error {
+	nodes, err := r.nodeList(a)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n == a["node"] {
+			continue
+		}
+		if err := stepCopyAbsent(ctx, r, args{"node": n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepRememberNodes names the list of the nodes the store pods run on.
+func stepRememberNodes(ctx context.Context, r *Run, a args) error {
+	pods, err := r.storePods(ctx)
+	if err != nil {
+		return err
+	}
+	var nodes []string
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && !slices.Contains(nodes, p.Spec.NodeName) {
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("no store pod is scheduled: %s", r.podsReport(ctx))
+	}
+	slices.Sort(nodes)
+	r.lists[a["as"]] = nodes
+	r.vars[a["as"]] = strings.Join(nodes, ",")
+	return nil
+}
+
+func (r *Run) nodeList(a args) ([]string, error) {
+	name := strings.TrimPrefix(a["raw:nodes"], "$")
+	if l, ok := r.lists[name]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("%s is not a list of nodes (see `remember the nodes of the store pods`)", a["raw:nodes"])
+}
+
+func stepPVEventFromEach(ctx context.Context, r *Run, a args) error {
+	nodes, err := r.nodeList(a)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := stepPVEventFrom(ctx, r, args{"name": a["name"], "reason": a["reason"], "node": n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepPVRecordsOnly waits until the PV's per-node records are exactly the node's.
+func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
+	want := []string{recordPrefix + a["node"]}
+	return harness.Until(ctx, "PersistentVolume "+a["name"]+" to record "+a["node"]+" and no other node", deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pv, err := r.pv(ctx, a["name"])
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var ours []string
+			for _, f := range pv.Finalizers {
+				if strings.HasPrefix(f, recordPrefix) {
+					ours = append(ours, f)
+				}
+			}
+			return slices.Equal(ours, want), fmt.Sprintf("per-node records %v", ours), nil
+		})
+}
+
 // stepRestartKubelet restarts kubelet alone in a node's container and waits
 // until it reports Ready again (it registers the Node again if it was
 // deleted).

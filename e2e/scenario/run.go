@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"liken.sh/per-node/e2e/internal/harness"
+	"liken.sh/per-node/fixtures/store/kv"
 )
 
 // Env is what the runner needs of the e2e environment.
@@ -32,6 +33,7 @@ type Run struct {
 	doc     Doc
 	vars    map[string]string
 	lists   map[string][]string
+	records map[string][]kv.Record
 	writers map[string]*writer
 	t       *testing.T
 }
@@ -41,7 +43,7 @@ type Run struct {
 // whether it passes or fails.
 func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 	ns := "sc-" + rand.String(5)
-	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, writers: map[string]*writer{},
+	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{},
 		vars: map[string]string{"ns": ns, "pv": ns + "-store"}}
 	for k, v := range e.Images {
 		r.vars[k] = v

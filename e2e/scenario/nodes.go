@@ -1,0 +1,163 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// Steps about nodes and the driver on them: restarts, stops, deletions.
+
+func (r *Run) driverPodsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods, resources.WithFieldSelector("spec.nodeName="+node))
+	return pods.Items, err
+}
+
+func stepRestartDriver(ctx context.Context, r *Run, a args) error {
+	var old corev1.Pod
+	// A node that just registered again may still be replacing its pod.
+	err := harness.Until(ctx, "one ready driver pod on "+a["node"], deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
+			return false, "", err
+		}
+		if len(pods) == 1 && harness.PodReady(&pods[0]) {
+			old = pods[0]
+			return true, "", nil
+		}
+		return false, r.driverPodsReport(pods), nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.env.R.Delete(ctx, &old); err != nil {
+		return err
+	}
+	return harness.Until(ctx, "a new ready driver pod on "+a["node"], deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods {
+			if p.UID != old.UID && harness.PodReady(&p) {
+				return true, "", nil
+			}
+		}
+		return false, r.driverPodsReport(pods), nil
+	})
+}
+
+// stepRestartNode restarts a node's kind container and waits until its new
+// kubelet has renewed the node's lease and reports Ready.
+func stepRestartNode(ctx context.Context, r *Run, a args) error {
+	if _, err := harness.Run(ctx, r.env.Repo, "docker", "restart", "-t", "10", a["node"]); err != nil {
+		return err
+	}
+	return r.waitKubelet(ctx, a["node"], time.Now())
+}
+
+// waitKubelet waits until node's kubelet, started after since, has renewed
+// the node's lease and reports Ready.
+func (r *Run) waitKubelet(ctx context.Context, node string, since time.Time) error {
+	return harness.Until(ctx, "node "+node+"'s restarted kubelet to report Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var lease coordinationv1.Lease
+		if err := r.env.R.Get(ctx, node, "kube-node-lease", &lease); err != nil {
+			return false, err.Error(), nil
+		}
+		renewed := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
+		var n corev1.Node
+		if err := r.env.R.Get(ctx, node, "", &n); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return renewed && c.Status == corev1.ConditionTrue, fmt.Sprintf("lease renewed since restart: %v, Ready=%s", renewed, c.Status), nil
+			}
+		}
+		return false, "no Ready condition", nil
+	})
+}
+
+func stepStopNode(ctx context.Context, r *Run, a args) error {
+	r.lists["_stopped"] = append(r.lists["_stopped"], a["node"])
+	_, err := harness.Run(ctx, r.env.Repo, "docker", "stop", "-t", "10", a["node"])
+	return err
+}
+
+func stepStartNode(ctx context.Context, r *Run, a args) error {
+	r.lists["_stopped"] = slices.DeleteFunc(r.lists["_stopped"], func(n string) bool { return n == a["node"] })
+	since := time.Now()
+	if _, err := harness.Run(ctx, r.env.Repo, "docker", "start", a["node"]); err != nil {
+		return err
+	}
+	if err := r.waitKubelet(ctx, a["node"], since); err != nil {
+		return err
+	}
+	// The driver's pod on the node (DaemonSet) must be back too.
+	return harness.Until(ctx, "the driver to run on "+a["node"]+" again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.driverPodsOn(ctx, a["node"])
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods {
+			for _, cs := range p.Status.ContainerStatuses {
+				if harness.PodReady(&p) && cs.State.Running != nil && cs.State.Running.StartedAt.After(since) {
+					return true, "", nil
+				}
+			}
+		}
+		return false, r.driverPodsReport(pods), nil
+	})
+}
+
+func (r *Run) driverPodsReport(pods []corev1.Pod) string {
+	var s []string
+	for _, p := range pods {
+		s = append(s, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, harness.PodReady(&p)))
+	}
+	return "driver pods: " + strings.Join(s, ", ")
+}
+
+func stepDeleteNode(ctx context.Context, r *Run, a args) error {
+	return r.env.R.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a["node"]}})
+}
+
+func stepNoStorePod(ctx context.Context, r *Run, _ args) error {
+	return harness.Until(ctx, "every store pod to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.storePods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods) == 0, r.podsReport(ctx), nil
+	})
+}
+
+func stepPVGone(ctx context.Context, r *Run, a args) error {
+	start := time.Now()
+	err := harness.Until(ctx, "PersistentVolume "+a["name"]+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var pv corev1.PersistentVolume
+		err := r.env.R.Get(ctx, a["name"], "", &pv)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return false, fmt.Sprintf("phase %s, deleting %v, finalizers %v", pv.Status.Phase, pv.DeletionTimestamp != nil, pv.Finalizers), nil
+	})
+	if err == nil {
+		r.t.Logf("PersistentVolume %s gone %s after the step began", a["name"], time.Since(start).Round(10*time.Millisecond))
+	}
+	return err
+}
