@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -171,6 +172,14 @@ func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
 			}
 			return slices.Equal(ours, want), fmt.Sprintf("per-node records %v", ours), nil
 		})
+}
+
+// stepClearClaimUID does what an admin does to let a new claim of the same
+// name bind a Released PV: it removes the old claim's UID from claimRef.
+func stepClearClaimUID(ctx context.Context, r *Run, a args) error {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: a["name"]}}
+	patch := `{"spec":{"claimRef":{"uid":null,"resourceVersion":null}}}`
+	return r.env.R.Patch(ctx, pv, k8s.Patch{PatchType: types.MergePatchType, Data: []byte(patch)})
 }
 
 // stepRestartKubelet restarts kubelet alone in a node's container and waits

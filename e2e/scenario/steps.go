@@ -32,6 +32,8 @@ var vocabulary = compile([]*stepDef{
 	{Name: "apply {path}", Timeout: 30 * time.Second, run: stepApplyFile},
 	{Name: "wait deployment {name} ready {n}", Timeout: 3 * time.Minute, run: stepDeploymentReady},
 	{Name: "scale deployment {name} to {n}", Timeout: 30 * time.Second, run: stepScale},
+	{Name: "restart deployment {name}", Timeout: 30 * time.Second, run: stepRolloutRestart},
+	{Name: "set deployment {name} to replace pods without surge", Timeout: 30 * time.Second, run: stepNoSurge},
 	{Name: "pick a store pod", Timeout: time.Minute, Defines: true, run: stepPickStorePod},
 	{Name: "pick a store pod other than {pod}", Timeout: time.Minute, Defines: true, run: stepPickOtherPod},
 	{Name: "pick a pending store pod", Timeout: time.Minute, Defines: true, run: stepPickPendingPod},
@@ -50,6 +52,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "drain {node} and {other} at the same moment", Timeout: 5 * time.Minute, run: stepDrainBoth},
 	{Name: "store write {n} records", Timeout: 2 * time.Minute, Defines: true, run: stepWrite},
 	{Name: "store write {n} records through {pod}", Timeout: 2 * time.Minute, Defines: true, run: stepWrite},
+	{Name: "store write {n} records in bulk", Timeout: 2 * time.Minute, Defines: true, run: stepWriteBulk},
 	{Name: "store write {n} records through every store pod", Timeout: 2 * time.Minute, Defines: true, run: stepWriteEach},
 	{Name: "store write {n} records through {pod}, each on another node's disk when acknowledged", Timeout: 2 * time.Minute, Defines: true, run: stepWriteOnAnotherDisk},
 	{Name: "store pod {pod} holds {list}", Timeout: time.Minute, run: stepPodHolds},
@@ -62,6 +65,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "store pods run on {n} distinct nodes", Timeout: time.Minute, run: stepDistinctNodes},
 	{Name: "copy on {node} holds {list}", Timeout: time.Minute, run: stepCopyHolds},
 	{Name: "the copy on every store pod's node holds {list}", Timeout: time.Minute, run: stepEveryCopyHolds},
+	{Name: "the copy on each of {nodes} holds {list}", Timeout: time.Minute, run: stepEachCopyHolds},
 	{Name: "copy on {node} is absent", Timeout: 30 * time.Second, run: stepCopyAbsent},
 	{Name: "event {reason} on pod {pod}", Timeout: 2 * time.Minute, run: stepEvent},
 	{Name: "event {reason} on pod {pod} names {holder}", Timeout: 2 * time.Minute, run: stepEvent},
@@ -86,6 +90,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "remember the nodes of the store pods", Timeout: 30 * time.Second, Defines: true, run: stepRememberNodes},
 	{Name: "persistentvolume {name} has a {reason} event from each of {nodes}", Timeout: time.Minute, run: stepPVEventFromEach},
 	{Name: "persistentvolume {name} records only {node}", Timeout: time.Minute, run: stepPVRecordsOnly},
+	{Name: "clear the claim uid of persistentvolume {name}", Timeout: 30 * time.Second, run: stepClearClaimUID},
 	{Name: "as the driver on {node}, changing the claimRef of persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverChangesClaimRef},
 	{Name: "as the driver on {node}, adding the record of {other} to persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOthersRecord},
 	{Name: "as the driver on {node}, removing the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
@@ -173,6 +178,26 @@ func stepScale(ctx context.Context, r *Run, a args) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: a["name"], Namespace: r.ns()}}
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
 	return r.env.R.Patch(ctx, d, k8s.Patch{PatchType: types.MergePatchType, Data: []byte(patch)})
+}
+
+// stepRolloutRestart does what kubectl rollout restart does: it changes
+// the pod template, so the Deployment rolls every pod.
+func stepRolloutRestart(ctx context.Context, r *Run, a args) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`,
+		time.Now().Format(time.RFC3339))
+	return r.patchDeployment(ctx, a["name"], patch)
+}
+
+// stepNoSurge sets the rollout strategy the guide adds when a store has
+// exactly as many schedulable nodes as replicas: replace, never surge.
+func stepNoSurge(ctx context.Context, r *Run, a args) error {
+	return r.patchDeployment(ctx, a["name"],
+		`{"spec":{"strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":0,"maxUnavailable":1}}}}`)
+}
+
+func (r *Run) patchDeployment(ctx context.Context, name, patch string) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns()}}
+	return r.env.R.Patch(ctx, d, k8s.Patch{PatchType: types.StrategicMergePatchType, Data: []byte(patch)})
 }
 
 // --- pods and nodes ---------------------------------------------------------

@@ -250,6 +250,22 @@ func stepWrite(ctx context.Context, r *Run, a args) error {
 	return nil
 }
 
+// stepWriteBulk writes many records through one pod in bulk requests: a
+// data set large enough that catching up takes a while.
+func stepWriteBulk(ctx context.Context, r *Run, a args) error {
+	if err := stepPickStorePod(ctx, r, args{"as": "_writer"}); err != nil {
+		return err
+	}
+	pod := r.vars["_writer"]
+	out, err := r.execStore(ctx, pod, "put-bulk", r.writePrefix(a["as"]), a["n"])
+	recs, perr := kv.Read(strings.NewReader(out))
+	if n, _ := strconv.Atoi(a["n"]); err != nil || perr != nil || len(recs) != n {
+		return fmt.Errorf("%d of %s bulk writes were acknowledged by %s: %v %v", len(recs), a["n"], pod, err, perr)
+	}
+	r.defineWritten(a["as"], recs)
+	return nil
+}
+
 func stepWriteEach(ctx context.Context, r *Run, a args) error {
 	pods, err := r.servingStorePods(ctx)
 	if err != nil {
@@ -424,6 +440,18 @@ func stepEveryCopyHolds(ctx context.Context, r *Run, a args) error {
 	}
 	if len(nodes) == 0 {
 		return fmt.Errorf("no store pod: %s", r.podsReport(ctx))
+	}
+	return r.disksAgree(ctx, nodes, want)
+}
+
+func stepEachCopyHolds(ctx context.Context, r *Run, a args) error {
+	want, err := r.written(a)
+	if err != nil {
+		return err
+	}
+	nodes, err := r.nodeList(a)
+	if err != nil {
+		return err
 	}
 	return r.disksAgree(ctx, nodes, want)
 }
