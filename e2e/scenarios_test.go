@@ -29,12 +29,13 @@ func TestScenarios(t *testing.T) {
 	}
 	assert.Assert(t, len(run) > 0, "no scenario matches %q", hcfg.Scenario)
 	times := map[string]time.Duration{}
+	timings := &scenario.Timings{}
 	for _, d := range run {
 		f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 			start := time.Now()
 			defer func() { times[d.Name] = time.Since(start) }()
 			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, R: client(t, c),
-				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}}
+				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings}
 			env.RunDoc(ctx, t, d)
 			return ctx
 		}).Feature()
@@ -43,4 +44,5 @@ func TestScenarios(t *testing.T) {
 	for _, d := range run {
 		t.Logf("scenario %-28s %s", d.Name, times[d.Name].Round(time.Second))
 	}
+	t.Logf("steps that passed, by kind:\n%s", timings.Report())
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -20,7 +19,7 @@ import (
 
 func (r *Run) driverPodsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	err := r.env.R.WithNamespace("per-node-system").List(ctx, &pods, resources.WithFieldSelector("spec.nodeName="+node))
+	err := r.listIn(ctx, "per-node-system", &pods, "", "spec.nodeName="+node)
 	return pods.Items, err
 }
 

@@ -10,7 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/yaml"
 
@@ -25,6 +28,8 @@ type Env struct {
 	R       *resources.Resources
 	// Images maps image variables (store_image, probe_image) to names.
 	Images map[string]string
+	// Timings, when set, collects how long each kind of step took.
+	Timings *Timings
 }
 
 // Run is one scenario being run.
@@ -62,6 +67,7 @@ func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 		if err != nil {
 			t.Fatalf("\n%s: step failed after %s: %s\n%v", s.Where(), time.Since(stepStart).Round(100*time.Millisecond), s.Text, err)
 		}
+		e.Timings.observe(s, time.Since(stepStart))
 	}
 	t.Logf("%s: %d steps passed in %s", d.Name, len(d.Steps), time.Since(start).Round(time.Second))
 }
@@ -241,19 +247,15 @@ func (r *Run) selectObjects(ctx context.Context, want *unstructured.Unstructured
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(info.gvk.GroupVersion().WithKind(want.GetKind() + "List"))
-	var opts []resources.ListOption
-	if l := want.GetLabels(); len(l) > 0 {
-		var sel []string
-		for k, v := range l {
-			sel = append(sel, k+"="+v)
-		}
-		opts = append(opts, resources.WithLabelSelector(strings.Join(sel, ",")))
+	var sel []string
+	for k, v := range want.GetLabels() {
+		sel = append(sel, k+"="+v)
 	}
-	res := r.env.R
+	ns := ""
 	if info.namespaced {
-		res = res.WithNamespace(want.GetNamespace())
+		ns = want.GetNamespace()
 	}
-	if err := res.List(ctx, list, opts...); err != nil {
+	if err := r.listIn(ctx, ns, list, strings.Join(sel, ","), ""); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
@@ -376,12 +378,33 @@ func (r *Run) eventsReport(ctx context.Context, u unstructured.Unstructured) str
 
 func (r *Run) events(ctx context.Context, ns, name string) ([]corev1.Event, error) {
 	var list corev1.EventList
-	res := r.env.R
-	if ns != "" {
-		res = res.WithNamespace(ns)
-	}
-	if err := res.List(ctx, &list, resources.WithFieldSelector("involvedObject.name="+name)); err != nil {
+	// An empty namespace lists every namespace: events about a cluster-scoped
+	// object (a PersistentVolume) are recorded in "default".
+	if err := r.listIn(ctx, ns, &list, "", "involvedObject.name="+name); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// listIn lists objects in ns ("" is every namespace) by label and field
+// selectors. It goes through the controller-runtime client because
+// resources.Resources.WithNamespace changes the namespace of the one
+// shared client, which the writer's goroutine and the steps would race on.
+func (r *Run) listIn(ctx context.Context, ns string, list crclient.ObjectList, labelSel, fieldSel string) error {
+	opts := []crclient.ListOption{crclient.InNamespace(ns)}
+	if labelSel != "" {
+		sel, err := labels.Parse(labelSel)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, crclient.MatchingLabelsSelector{Selector: sel})
+	}
+	if fieldSel != "" {
+		sel, err := fields.ParseSelector(fieldSel)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, crclient.MatchingFieldsSelector{Selector: sel})
+	}
+	return r.env.R.GetControllerRuntimeClient().List(ctx, list, opts...)
 }

@@ -20,7 +20,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
-	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -66,9 +65,11 @@ var vocabulary = compile([]*stepDef{
 	{Name: "copy on {node} holds {list}", Timeout: time.Minute, run: stepCopyHolds},
 	{Name: "the copy on every store pod's node holds {list}", Timeout: time.Minute, run: stepEveryCopyHolds},
 	{Name: "the copy on each of {nodes} holds {list}", Timeout: time.Minute, run: stepEachCopyHolds},
+	{Name: "the copy of persistentvolume {name} on {node} holds {list}", Timeout: time.Minute, run: stepCopyOfHolds},
 	{Name: "copy on {node} is absent", Timeout: 30 * time.Second, run: stepCopyAbsent},
 	{Name: "event {reason} on pod {pod}", Timeout: 2 * time.Minute, run: stepEvent},
 	{Name: "event {reason} on pod {pod} names {holder}", Timeout: 2 * time.Minute, run: stepEvent},
+	{Name: "event {reason} on claim {name} says {text}", Timeout: time.Minute, run: stepClaimEvent},
 	{Name: "event {reason} on pod {pod} says the persistentvolume is being deleted", Timeout: 2 * time.Minute, run: stepEventDeleting},
 	{Name: "persistentvolume {name} has a {reason} event from {node}", Timeout: time.Minute, run: stepPVEventFrom},
 	{Name: "pod {pod} stays pending for {duration}", Timeout: 2 * time.Minute, run: stepStaysPending},
@@ -204,7 +205,7 @@ func (r *Run) patchDeployment(ctx context.Context, name, patch string) error {
 
 func (r *Run) storePods(ctx context.Context) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.env.R.WithNamespace(r.ns()).List(ctx, &pods, resources.WithLabelSelector(storeLabel)); err != nil {
+	if err := r.listIn(ctx, r.ns(), &pods, storeLabel, ""); err != nil {
 		return nil, err
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
@@ -452,6 +453,13 @@ func stepEvent(ctx context.Context, r *Run, a args) error {
 		what += " naming " + mention
 	}
 	return r.waitEvent(ctx, r.ns(), a["pod"], a["reason"], mention, what)
+}
+
+// stepClaimEvent waits for an event on a claim whose message contains a
+// word of the step (one word: quote nothing).
+func stepClaimEvent(ctx context.Context, r *Run, a args) error {
+	what := fmt.Sprintf("a %s event on claim %s mentioning %q", a["reason"], a["name"], a["text"])
+	return r.waitEvent(ctx, r.ns(), a["name"], a["reason"], a["text"], what)
 }
 
 func stepEventDeleting(ctx context.Context, r *Run, a args) error {

@@ -82,9 +82,13 @@ func (r *Run) storeRecords(ctx context.Context, pod string) ([]kv.Record, error)
 // diskRecords reads the log of the scenario's PV on a node's disk: its
 // first `lines` lines, or all of it when lines < 0.
 func (r *Run) diskRecords(ctx context.Context, node string, lines int) ([]kv.Record, error) {
-	cmd := []string{"cat", copyLog(r.vars["pv"])}
+	return r.diskRecordsOf(ctx, node, r.vars["pv"], lines)
+}
+
+func (r *Run) diskRecordsOf(ctx context.Context, node, pv string, lines int) ([]kv.Record, error) {
+	cmd := []string{"cat", copyLog(pv)}
 	if lines >= 0 {
-		cmd = []string{"head", "-n", strconv.Itoa(lines), copyLog(r.vars["pv"])}
+		cmd = []string{"head", "-n", strconv.Itoa(lines), copyLog(pv)}
 	}
 	out, err := r.onNode(ctx, node, cmd...)
 	if err != nil {
@@ -442,6 +446,24 @@ func stepEveryCopyHolds(ctx context.Context, r *Run, a args) error {
 		return fmt.Errorf("no store pod: %s", r.podsReport(ctx))
 	}
 	return r.disksAgree(ctx, nodes, want)
+}
+
+// stepCopyOfHolds reads another PV's copy on a node: it holds want, and
+// its log reads whole.
+func stepCopyOfHolds(ctx context.Context, r *Run, a args) error {
+	want, err := r.written(a)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("the copy of %s on %s to hold the %d written records", a["name"], a["node"], len(want))
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		recs, err := r.diskRecordsOf(ctx, a["node"], a["name"], -1)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		m := contentsOf(recs).lacks(want)
+		return len(m) == 0, fmt.Sprintf("%d of %d missing (first: %v)", len(m), len(want), first(m, 5)), nil
+	})
 }
 
 func stepEachCopyHolds(ctx context.Context, r *Run, a args) error {
