@@ -113,8 +113,12 @@ func (r *Run) drainer(ctx context.Context) (*drain.Helper, *strings.Builder, err
 		return nil, nil, err
 	}
 	out := &strings.Builder{}
+	// The settings of `kubectl drain --ignore-daemonsets --delete-emptydir-data`,
+	// including its 5 s between refused evictions (the library's zero
+	// value would retry without pause).
 	return &drain.Helper{Ctx: ctx, Client: cs, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
-		DeleteEmptyDirData: true, Timeout: deadline(ctx), Out: out, ErrOut: out}, out, nil
+		DeleteEmptyDirData: true, Timeout: deadline(ctx), EvictErrorRetryDelay: 5 * time.Second,
+		Out: out, ErrOut: out}, out, nil
 }
 
 // drainNode cordons node and evicts its pods as kubectl drain does.
