@@ -79,16 +79,7 @@ func (r *Run) deletePVAndCheckCopies(ctx context.Context, pv string) {
 		return
 	}
 	for _, n := range nodes {
-		var left string
-		err := harness.Until(ctx, fmt.Sprintf("node %s to hold nothing of %s", n.Name, pv), time.Minute,
-			func(ctx context.Context) (bool, string, error) {
-				var err error
-				left, err = r.copyLeft(ctx, n.Name, pv)
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				return left == "", left, nil
-			})
+		err := r.untilNoCopy(ctx, n.Name, pv, time.Minute)
 		if err == nil {
 			continue
 		}

@@ -372,15 +372,20 @@ func stepPodHolds(ctx context.Context, r *Run, a args) error {
 }
 
 func (r *Run) podHolds(ctx context.Context, pod string, want []kv.Record) error {
-	return harness.Until(ctx, fmt.Sprintf("store pod %s to hold %d written records", pod, len(want)), deadline(ctx),
-		func(ctx context.Context) (bool, string, error) {
-			recs, err := r.storeRecords(ctx, pod)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			m := contentsOf(recs).lacks(want)
-			return len(m) == 0, fmt.Sprintf("%d of %d missing (first: %v)", len(m), len(want), first(m, 5)), nil
-		})
+	return untilHolds(ctx, fmt.Sprintf("store pod %s to hold %d written records", pod, len(want)), want,
+		func(ctx context.Context) ([]kv.Record, error) { return r.storeRecords(ctx, pod) })
+}
+
+// untilHolds polls read until the records it returns hold want.
+func untilHolds(ctx context.Context, what string, want []kv.Record, read func(context.Context) ([]kv.Record, error)) error {
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		recs, err := read(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		m := contentsOf(recs).lacks(want)
+		return len(m) == 0, fmt.Sprintf("%d of %d missing (first: %v)", len(m), len(want), first(m, 5)), nil
+	})
 }
 
 func stepEveryPodHolds(ctx context.Context, r *Run, a args) error {
@@ -456,13 +461,8 @@ func stepCopyOfHolds(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	what := fmt.Sprintf("the copy of %s on %s to hold the %d written records", a["name"], a["node"], len(want))
-	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		recs, err := r.diskRecordsOf(ctx, a["node"], a["name"], -1)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		m := contentsOf(recs).lacks(want)
-		return len(m) == 0, fmt.Sprintf("%d of %d missing (first: %v)", len(m), len(want), first(m, 5)), nil
+	return untilHolds(ctx, what, want, func(ctx context.Context) ([]kv.Record, error) {
+		return r.diskRecordsOf(ctx, a["node"], a["name"], -1)
 	})
 }
 
@@ -615,8 +615,14 @@ func (r *Run) onNode(ctx context.Context, node string, cmd ...string) (string, e
 }
 
 func stepCopyAbsent(ctx context.Context, r *Run, a args) error {
-	return harness.Until(ctx, "the copy on "+a["node"]+" to be gone, trash included", deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		left, err := r.copyLeft(ctx, a["node"], r.vars["pv"])
+	return r.untilNoCopy(ctx, a["node"], r.vars["pv"], deadline(ctx))
+}
+
+// untilNoCopy waits until a node holds nothing of a PV, trash included.
+func (r *Run) untilNoCopy(ctx context.Context, node, pv string, timeout time.Duration) error {
+	what := fmt.Sprintf("node %s to hold nothing of %s, trash included", node, pv)
+	return harness.Until(ctx, what, timeout, func(ctx context.Context) (bool, string, error) {
+		left, err := r.copyLeft(ctx, node, pv)
 		if err != nil {
 			return false, err.Error(), nil
 		}
