@@ -4,21 +4,28 @@
 // table at start and every recorded holder is confirmed against the kernel
 // before it is believed, so the answer stays right after a driver restart, a
 // crash, or an unmount made by hand. The index only saves reading the whole
-// mount table on every request.
+// mount table on every request. A small record next to each copy (Save,
+// Load) keeps the holder's name across restarts; it names, never decides.
 package holders
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"regexp"
+	"strings"
 	"sync"
 )
 
 // Holder is the pod that has a copy mounted on this node.
 type Holder struct {
 	// Target is the path the copy is mounted at.
-	Target string
+	Target string `json:"target"`
 	// Pod names the pod: "namespace/name" when kubelet passed pod info,
 	// otherwise "pod uid <uid>" read from the target path.
-	Pod string
+	Pod string `json:"pod"`
 }
 
 // Index maps volume handles to their holders. It is safe for concurrent use;
@@ -75,4 +82,55 @@ func PodName(volumeContext map[string]string, target string) string {
 		return "pod uid " + m[1]
 	}
 	return "the pod using " + target
+}
+
+// Who names the holder in a sentence: "pod <namespace>/<name>", or the
+// fallback PodName gave when kubelet passed no pod info.
+func (h Holder) Who() string {
+	if strings.HasPrefix(h.Pod, "pod ") || strings.HasPrefix(h.Pod, "the pod ") {
+		return h.Pod
+	}
+	return "pod " + h.Pod
+}
+
+// Save writes h to path, replacing what was there in one rename, so that a
+// driver that starts again can name the pod holding a copy it finds
+// mounted. It does not fsync: a name lost in a crash costs only the name.
+func Save(path string, h Holder) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("save the holder's name: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save the holder's name: %w", err)
+	}
+	return nil
+}
+
+// Load returns the holder saved at path for target. A record that is
+// missing, unreadable or saved for another target gives fallback: the
+// record only names a holder the kernel already shows.
+func Load(path, target, fallback string) Holder {
+	h := Holder{Target: target, Pod: fallback}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return h
+	}
+	var saved Holder
+	if json.Unmarshal(b, &saved) != nil || saved.Target != target || saved.Pod == "" {
+		return h
+	}
+	return saved
+}
+
+// Remove deletes the record at path, if any.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the holder's name: %w", err)
+	}
+	return nil
 }

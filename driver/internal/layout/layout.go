@@ -4,7 +4,8 @@
 // A node's root directory looks like this:
 //
 //	<root>/volumes/<handle>/data   the copy, bind-mounted into the holder pod
-//	<root>/volumes/<handle>/...    bookkeeping next to the copy (never mounted)
+//	<root>/volumes/<handle>/...    bookkeeping next to the copy (never mounted):
+//	                               the PV's UID, the holder pod's name
 //	<root>/trash/                  copies being removed in the background
 //
 // The handle is the only caller-controlled part of any path, so Validate is

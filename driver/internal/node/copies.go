@@ -29,6 +29,11 @@ type Tracker interface {
 // new UID, and never sees the old copy.
 const uidFile = "pv-uid"
 
+// holderFile, next to a copy, names the pod that has it mounted, so a
+// driver that starts again (an upgrade, a crash) names the holder it finds
+// in the mount table. Only a name: the kernel says whether a copy is held.
+const holderFile = "holder"
+
 // CopyUID returns the PV UID a copy is bound to ("" if it is not bound).
 func (s *Server) CopyUID(handle string) (string, error) {
 	dir, err := s.layout.VolumeDir(handle)

@@ -33,7 +33,7 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("volume %q is held on this node by pod %s (mounted at %s)", e.Handle, e.Holder.Pod, e.Holder.Target)
+	return fmt.Sprintf("volume %q is held on this node by %s (mounted at %s)", e.Handle, e.Holder.Who(), e.Holder.Target)
 }
 
 // Is makes errors.Is(err, ErrHeld) true.
@@ -58,7 +58,7 @@ func (s *Server) toStatus(op, handle string, err error) error {
 		s.refused(handle, held.Error())
 		return status.Errorf(codes.FailedPrecondition,
 			"%s: one pod per node may use a per-node volume; this pod will start once %s leaves node %s",
-			held.Error(), held.Holder.Pod, s.nodeID)
+			held.Error(), held.Holder.Who(), s.nodeID)
 	case errors.Is(err, ErrUncertain):
 		return status.Errorf(codes.Unavailable,
 			"%s volume %q on node %s: %v; the copy is treated as held until the kernel answers, kubelet retries",

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,18 +186,70 @@ func TestHolderIsReadFromTheKernelAfterRestartAndHandUnmount(t *testing.T) {
 	_, err := s.NodePublishVolume(ctx, publishReq("store", first, "store-a"))
 	assert.NilError(t, err)
 
-	// A restarted driver knows nothing but the kernel's mount table.
+	// A restarted driver (an upgrade, a crash) learns from the kernel's mount
+	// table that the copy is held, and still names the holder by name.
 	restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel()})
 	assert.NilError(t, err)
 	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
 	assertCode(t, err, codes.FailedPrecondition)
-	assert.ErrorContains(t, err, "pod uid 0b6f1c2e")
+	assert.ErrorContains(t, err, "example/store-a")
 
 	// An unmount by hand frees the copy.
 	assert.NilError(t, mounts.NewKernel().Unmount(first))
 	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
 	assert.NilError(t, err)
 	unpublish(t, restarted, "store", second)
+}
+
+// The holder's saved name is only a name: the kernel decides whether a copy
+// is held. A name that is missing, unreadable or saved for another target
+// gives way to the pod UID read from the mounted target; the copy stays held.
+func TestARestartedDriverNamesTheHolderOnlyFromARecordOfTheSameMount(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, file string)
+		want  string
+	}{
+		{"record kept", func(*testing.T, string) {}, "example/store-a"},
+		{"record missing", func(t *testing.T, file string) { assert.NilError(t, os.Remove(file)) }, "pod uid 0b6f1c2e"},
+		{"record torn", func(t *testing.T, file string) { assert.NilError(t, os.WriteFile(file, []byte(`{"target":`), 0o600)) }, "pod uid 0b6f1c2e"},
+		{"record of another mount", func(t *testing.T, file string) {
+			assert.NilError(t, os.WriteFile(file, []byte(`{"target":"/elsewhere","pod":"example/impostor"}`), 0o600))
+		}, "pod uid 0b6f1c2e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, dir := newTestServer(t)
+			ctx := context.Background()
+			first, second := podTarget(dir, "0b6f1c2e", "store"), podTarget(dir, "2222", "store")
+			_, err := s.NodePublishVolume(ctx, publishReq("store", first, "store-a"))
+			assert.NilError(t, err)
+			t.Cleanup(func() { unpublish(t, s, "store", first) })
+			volumeDir, err := s.layout.VolumeDir("store")
+			assert.NilError(t, err)
+			tc.spoil(t, filepath.Join(volumeDir, holderFile))
+
+			restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel()})
+			assert.NilError(t, err)
+			_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
+			assertCode(t, err, codes.FailedPrecondition)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestUnpublishForgetsTheHoldersName(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	target := podTarget(dir, "1111", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+	assert.NilError(t, err)
+	volumeDir, err := s.layout.VolumeDir("store")
+	assert.NilError(t, err)
+	_, err = os.Stat(filepath.Join(volumeDir, holderFile))
+	assert.NilError(t, err, "publish saves the holder's name next to the copy")
+	unpublish(t, s, "store", target)
+	_, err = os.Stat(filepath.Join(volumeDir, holderFile))
+	assert.Assert(t, errors.Is(err, fs.ErrNotExist), "the name outlived the mount: %v", err)
 }
 
 func TestConcurrentPublishesOfOneHandleHaveOneWinner(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"k8s.io/klog/v2"
 
@@ -56,8 +57,32 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 	} else if err := s.mounter.Bind(copyDir, p.target, p.readonly); err != nil {
 		return err
 	}
-	s.holders.Set(p.handle, holders.Holder{Target: p.target, Pod: p.pod})
+	s.setHolder(p.handle, holders.Holder{Target: p.target, Pod: p.pod})
 	return nil
+}
+
+// setHolder records the holder of handle, and saves its name next to the
+// copy for a driver that starts again. A name that cannot be saved is
+// logged, not fatal: the mount is what makes the copy held.
+func (s *Server) setHolder(handle string, h holders.Holder) {
+	s.holders.Set(handle, h)
+	if err := holders.Save(s.holderFile(handle), h); err != nil {
+		klog.ErrorS(err, "Cannot save the holder's name; after a driver restart it is named by pod UID",
+			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
+	}
+}
+
+// forgetHolder drops the record of handle's holder and its saved name.
+func (s *Server) forgetHolder(handle string, h holders.Holder) {
+	s.holders.Forget(handle)
+	if err := holders.Remove(s.holderFile(handle)); err != nil {
+		klog.ErrorS(err, "Cannot remove the former holder's name", "volume_id", handle, "pod", h.Pod)
+	}
+}
+
+func (s *Server) holderFile(handle string) string {
+	dir, _ := s.layout.VolumeDir(handle) // handles here passed Validate
+	return filepath.Join(dir, holderFile)
 }
 
 // sameRequest accepts a publish at a target that already shows the copy
@@ -107,7 +132,7 @@ func (s *Server) confirmedHolder(handle, copyDir string) (holders.Holder, bool, 
 	if !shows {
 		klog.InfoS("Recorded holder no longer has the copy mounted; forgetting it",
 			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
-		s.holders.Forget(handle)
+		s.forgetHolder(handle, h)
 		return holders.Holder{}, false, nil
 	}
 	return h, true, nil
@@ -157,7 +182,7 @@ func (s *Server) unpublish(handle, target string) error {
 		}
 	}
 	if h, ok := s.holders.Get(handle); ok && h.Target == target {
-		s.holders.Forget(handle)
+		s.forgetHolder(handle, h)
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove target: %w", err)

@@ -136,13 +136,21 @@ func (s *Server) seedHolders(mountInfo string) error {
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)
 	}
-	for dir, targets := range mounts.BindTargets(table, dirs) {
+	held := mounts.BindTargets(table, dirs)
+	for dir, handle := range byDir {
+		if _, ok := held[dir]; !ok { // unmounted while no driver ran
+			if err := holders.Remove(s.holderFile(handle)); err != nil {
+				klog.ErrorS(err, "Cannot remove a former holder's name", "volume_id", handle)
+			}
+		}
+	}
+	for dir, targets := range held {
 		handle := byDir[dir]
 		if len(targets) > 1 {
 			klog.InfoS("Copy is mounted at more than one target; the first is taken as its holder",
 				"volume_id", handle, "targets", targets)
 		}
-		h := holders.Holder{Target: targets[0], Pod: holders.PodName(nil, targets[0])}
+		h := holders.Load(s.holderFile(handle), targets[0], holders.PodName(nil, targets[0]))
 		s.holders.Set(handle, h)
 		klog.InfoS("Found a mounted copy", "volume_id", handle, "target_path", h.Target, "pod", h.Pod)
 	}
