@@ -17,14 +17,18 @@ import (
 )
 
 // TestScenarios runs the documents in scenarios/, one at a time, in order.
-// E2E_SCENARIO (make e2e SCENARIO=...) keeps those whose name starts with it.
+// E2E_SCENARIO (make e2e SCENARIO=...) keeps those whose name starts with
+// one of its comma-separated prefixes.
 func TestScenarios(t *testing.T) {
 	docs, err := scenario.ParseDir(filepath.Join(hcfg.Repo, "scenarios"))
 	assert.NilError(t, err)
 	var run []scenario.Doc
 	for _, d := range docs {
-		if strings.HasPrefix(d.Name, hcfg.Scenario) {
-			run = append(run, d)
+		for _, prefix := range strings.Split(hcfg.Scenario, ",") {
+			if strings.HasPrefix(d.Name, strings.TrimSpace(prefix)) {
+				run = append(run, d)
+				break
+			}
 		}
 	}
 	assert.Assert(t, len(run) > 0, "no scenario matches %q", hcfg.Scenario)

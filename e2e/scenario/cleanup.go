@@ -20,17 +20,27 @@ func (r *Run) createNamespace(ctx context.Context) error {
 	return r.env.R.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns()}})
 }
 
-// cleanup undoes what the scenario did, pass or fail: writers stopped,
-// stopped nodes started and waited for, nodes uncordoned, the namespace
-// deleted. Then it deletes the scenario's PersistentVolumes and checks the
-// promise itself: deleting a PV removes every copy on every node, trash
-// included. A PV that does not go, or a copy left behind, fails the
+// cleanup undoes what the scenario did, pass or fail: the API server
+// started and frozen drivers thawed, writers and watches stopped, kubelets
+// and stopped nodes started and waited for, the driver rolled back to its
+// image, nodes uncordoned, the namespace deleted. Then it deletes the
+// scenario's PersistentVolumes and checks the promise itself: deleting a
+// PV removes every copy on every node, trash included. A PV that does not go, or a copy left behind, fails the
 // scenario; only then is it removed by hand, as a backstop.
 func (r *Run) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	r.restoreControlPlane(ctx)
 	for _, w := range r.writers {
 		w.stop()
+	}
+	for _, w := range r.watches {
+		w.stop()
+	}
+	for _, n := range r.lists["_kubelet_stopped"] {
+		if err := stepStartKubelet(ctx, r, args{"node": n}); err != nil {
+			r.t.Errorf("cleanup: starting kubelet on %s: %v", n, err)
+		}
 	}
 	for _, n := range r.lists["_stopped"] {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -39,6 +49,7 @@ func (r *Run) cleanup() {
 		}
 		cancel()
 	}
+	r.restoreDriver(ctx)
 	for _, n := range r.lists["_cordoned"] {
 		if err := r.cordon(ctx, n, false); err != nil {
 			r.t.Errorf("cleanup: uncordon %s: %v", n, err)

@@ -160,3 +160,29 @@ func stepDrainBoth(ctx context.Context, r *Run, a args) error {
 	}
 	return nil
 }
+
+// stepDrainEachWorker is a rolling node upgrade: every worker in turn is
+// cordoned and drained with kubectl's drain, then uncordoned, and the next
+// one waits until the deployment has n ready pods again.
+func stepDrainEachWorker(ctx context.Context, r *Run, a args) error {
+	workers, err := r.workers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range workers {
+		if err := r.drainNode(ctx, w.Name); err != nil {
+			return err
+		}
+		if err := r.cordon(ctx, w.Name, false); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := stepDeploymentReady(wctx, r, args{"name": a["name"], "n": a["n"]})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("after draining %s: %w", w.Name, err)
+		}
+		r.t.Logf("%s drained and back; deployment %s has %s ready pods", w.Name, a["name"], a["n"])
+	}
+	return nil
+}

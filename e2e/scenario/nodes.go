@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 
 func (r *Run) driverPodsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	err := r.listIn(ctx, "per-node-system", &pods, "", "spec.nodeName="+node)
+	err := r.listIn(ctx, driverNamespace, &pods, "", "spec.nodeName="+node)
 	return pods.Items, err
 }
 
@@ -159,4 +160,79 @@ func stepPVGone(ctx context.Context, r *Run, a args) error {
 		r.t.Logf("PersistentVolume %s gone %s after the step began", a["name"], time.Since(start).Round(10*time.Millisecond))
 	}
 	return err
+}
+
+// stepKillNode kills a node's kind container with SIGKILL: no grace period,
+// no unmount, no process told to stop. (The host's page cache survives it:
+// see scenarios/28-node-killed-mid-write.md for what this does not test.)
+func stepKillNode(ctx context.Context, r *Run, a args) error {
+	r.lists["_stopped"] = append(r.lists["_stopped"], a["node"])
+	_, err := harness.Run(ctx, r.env.Repo, "docker", "kill", "--signal", "KILL", a["node"])
+	return err
+}
+
+// stepKillStoreContainer sends SIGKILL to the store process of a pod, from
+// its node: the container dies mid-write, the pod and node stay.
+func stepKillStoreContainer(ctx context.Context, r *Run, a args) error {
+	var p corev1.Pod
+	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+		return err
+	}
+	script := fmt.Sprintf(`set -e
+id=$(crictl ps -q --name '^store$' --label io.kubernetes.pod.name=%s --label io.kubernetes.pod.namespace=%s)
+[ -n "$id" ] || { echo "no running store container" >&2; exit 1; }
+pid=$(crictl inspect --output go-template --template '{{.info.pid}}' $id)
+kill -KILL $pid
+echo "killed pid $pid of container $id"`, p.Name, p.Namespace)
+	out, err := r.onNode(ctx, p.Spec.NodeName, "sh", "-c", script)
+	r.t.Logf("%s: %s", p.Spec.NodeName, strings.TrimSpace(out))
+	return err
+}
+
+// stepLeaveNotReadyAfter gives the deployment's pods tolerations of the
+// taints a node gets when it stops reporting (not-ready, unreachable) for
+// only the given seconds, instead of the default 300.
+func stepLeaveNotReadyAfter(ctx context.Context, r *Run, a args) error {
+	var tolerations []string
+	for _, taint := range []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"} {
+		tolerations = append(tolerations, fmt.Sprintf(`{"key":%q,"operator":"Exists","effect":"NoExecute","tolerationSeconds":%s}`, taint, a["seconds"]))
+	}
+	return r.patchDeployment(ctx, a["name"], `{"spec":{"template":{"spec":{"tolerations":[`+strings.Join(tolerations, ",")+`]}}}}`)
+}
+
+func stepNodeNotReady(ctx context.Context, r *Run, a args) error {
+	start := time.Now()
+	err := harness.Until(ctx, "node "+a["node"]+" to be NotReady", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var n corev1.Node
+		if err := r.env.R.Get(ctx, a["node"], "", &n); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status != corev1.ConditionTrue, fmt.Sprintf("Ready=%s (%s); taints %v", c.Status, c.Reason, n.Spec.Taints), nil
+			}
+		}
+		return false, "no Ready condition", nil
+	})
+	if err == nil {
+		r.t.Logf("node %s NotReady %s after the step began", a["node"], time.Since(start).Round(time.Second))
+	}
+	return err
+}
+
+// stepReadyStorePodsCount waits until exactly n store pods that are not
+// being deleted are ready (pods stuck terminating on a node that does not
+// answer are not counted, nor waited for).
+func stepReadyStorePodsCount(ctx context.Context, r *Run, a args) error {
+	want, err := strconv.Atoi(a["n"])
+	if err != nil {
+		return err
+	}
+	return harness.Until(ctx, fmt.Sprintf("%d ready store pods", want), deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.servingStorePods(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods) == want, r.podsReport(ctx), nil
+	})
 }

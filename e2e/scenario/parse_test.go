@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -87,4 +89,33 @@ func TestDiff(t *testing.T) {
 	diff := Diff(want, got)
 	assert.Assert(t, strings.Contains(diff, `-`) && strings.Contains(diff, "Pending"), diff)
 	assert.Assert(t, !strings.Contains(diff, "podIP"), "the diff shows only what was expected: %s", diff)
+}
+
+// TestReadmeStepTableIsTheVocabulary keeps the step table in
+// scenarios/README.md equal to the vocabulary, in order, with each step's
+// default timeout. UPDATE_README=1 rewrites the table.
+func TestReadmeStepTableIsTheVocabulary(t *testing.T) {
+	path := filepath.Join(scenariosDir(), "README.md")
+	readme := readFile(t, path)
+	const head = "| step | default timeout |\n|---|---|\n"
+	start := strings.Index(readme, head)
+	assert.Assert(t, start >= 0, "README.md has no step table starting %q", head)
+	end := start + len(head)
+	for end < len(readme) && strings.HasPrefix(readme[end:], "| `") {
+		end += strings.Index(readme[end:], "\n") + 1
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for _, d := range vocabulary {
+		name := d.Name
+		if d.Defines {
+			name += " as $name"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, d.Timeout)
+	}
+	if os.Getenv("UPDATE_README") == "1" {
+		assert.NilError(t, os.WriteFile(path, []byte(readme[:start]+b.String()+readme[end:]), 0o644))
+		return
+	}
+	assert.Equal(t, readme[start:end], b.String(), "run UPDATE_README=1 go test -run StepTable ./e2e/scenario to rewrite the table")
 }

@@ -187,6 +187,7 @@ func stepClearClaimUID(ctx context.Context, r *Run, a args) error {
 // deleted).
 func stepRestartKubelet(ctx context.Context, r *Run, a args) error {
 	since := time.Now()
+	r.marks["kubelet on "+a["node"]] = since
 	if _, err := r.onNode(ctx, a["node"], "systemctl", "restart", "kubelet"); err != nil {
 		return err
 	}

@@ -40,7 +40,10 @@ type Run struct {
 	lists   map[string][]string
 	records map[string][]kv.Record
 	writers map[string]*writer
-	t       *testing.T
+	watches map[string]*mountWatch
+	// marks are moments steps noted (a kubelet restarted) for later steps.
+	marks map[string]time.Time
+	t     *testing.T
 }
 
 // RunDoc runs a document's steps in order in a fresh namespace, and cleans
@@ -48,7 +51,7 @@ type Run struct {
 // whether it passes or fails.
 func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 	ns := "sc-" + rand.String(5)
-	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{},
+	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{}, watches: map[string]*mountWatch{}, marks: map[string]time.Time{},
 		vars: map[string]string{"ns": ns, "pv": ns + "-store"}}
 	for k, v := range e.Images {
 		r.vars[k] = v

@@ -27,11 +27,16 @@ import (
 // storeLabel selects the guide's store pods.
 const storeLabel = "app=store"
 
+// kubeletDir is kubelet's directory on the kind nodes.
+const kubeletDir = "/var/lib/kubelet"
+
 var vocabulary = compile([]*stepDef{
 	{Name: "apply {path}", Timeout: 30 * time.Second, run: stepApplyFile},
 	{Name: "wait deployment {name} ready {n}", Timeout: 2 * time.Minute, run: stepDeploymentReady},
 	{Name: "scale deployment {name} to {n}", Timeout: 30 * time.Second, run: stepScale},
 	{Name: "restart deployment {name}", Timeout: 30 * time.Second, run: stepRolloutRestart},
+	{Name: "set deployment {name} to leave a node that stops answering after {seconds} seconds", Timeout: 30 * time.Second, run: stepLeaveNotReadyAfter},
+	{Name: "wait until {n} store pods are ready", Timeout: 2 * time.Minute, run: stepReadyStorePodsCount},
 	{Name: "set deployment {name} to replace pods without surge", Timeout: 30 * time.Second, run: stepNoSurge},
 	{Name: "pick a store pod", Timeout: 30 * time.Second, Defines: true, run: stepPickStorePod},
 	{Name: "pick a store pod other than {pod}", Timeout: 30 * time.Second, Defines: true, run: stepPickOtherPod},
@@ -48,6 +53,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "evict pod {pod} is refused", Timeout: 15 * time.Second, run: stepEvictRefused},
 	{Name: "evict pod {pod} is refused until deployment {name} has {n} ready pods", Timeout: 30 * time.Second, run: stepEvictRefusedUntil},
 	{Name: "drain {node}", Timeout: time.Minute, run: stepDrain},
+	{Name: "drain every worker in turn, each uncordoned and deployment {name} ready {n} before the next", Timeout: 10 * time.Minute, run: stepDrainEachWorker},
 	{Name: "drain {node} and {other} at the same moment", Timeout: time.Minute, run: stepDrainBoth},
 	{Name: "store write {n} records", Timeout: 30 * time.Second, Defines: true, run: stepWrite},
 	{Name: "store write {n} records through {pod}", Timeout: 30 * time.Second, Defines: true, run: stepWrite},
@@ -82,7 +88,30 @@ var vocabulary = compile([]*stepDef{
 	{Name: "no store pod is left", Timeout: 30 * time.Second, run: stepNoStorePod},
 	{Name: "persistentvolume {name} is gone", Timeout: 2 * time.Minute, run: stepPVGone},
 	{Name: "start writing to the store", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
+	{Name: "start writing through {pod}", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
+	{Name: "start writing through the store pods from their nodes", Timeout: 30 * time.Second, Defines: true, run: stepStartNodeWriter},
+	{Name: "wait until {writer} has {n} acknowledged writes", Timeout: 30 * time.Second, run: stepWriterAcked},
+	{Name: "stop {writer} at once, keeping what it acknowledged", Timeout: 30 * time.Second, Defines: true, run: stepStopWriterKeeping},
 	{Name: "stop {writer}: no acknowledged write lost, at least {n} copies served reads at every sample, never {gap} without an acknowledged write", Timeout: 30 * time.Second, run: stepStopWriter},
+	{Name: "roll the driver to a second tag of its image", Timeout: 3 * time.Minute, run: stepRollDriverSecondTag},
+	{Name: "roll the driver back", Timeout: 3 * time.Minute, run: stepRollDriverBack},
+	{Name: "pick the mount of {pod}", Timeout: 30 * time.Second, Defines: true, run: stepPickMount},
+	{Name: "the mount {mount} is still in place", Timeout: 30 * time.Second, run: stepMountUnchanged},
+	{Name: "event {reason} on pod {pod} names {holder} after the driver on {node} started", Timeout: 3 * time.Minute, run: stepEventSinceDriver},
+	{Name: "kill the store container of {pod}", Timeout: 30 * time.Second, run: stepKillStoreContainer},
+	{Name: "kill node {node}", Timeout: 30 * time.Second, run: stepKillNode},
+	{Name: "watch the mounts of the copy on {node}", Timeout: 30 * time.Second, Defines: true, run: stepWatchMounts},
+	{Name: "stop {watch}: never more than one pod had the copy mounted", Timeout: 30 * time.Second, run: stepStopWatch},
+	{Name: "force delete pod {pod}", Timeout: 30 * time.Second, run: stepForceDelete},
+	{Name: "stop kubelet on {node}", Timeout: 30 * time.Second, run: stepStopKubelet},
+	{Name: "start kubelet on {node}", Timeout: time.Minute, run: stepStartKubelet},
+	{Name: "event {reason} on pod {pod} names {holder} after kubelet on {node} restarted", Timeout: 3 * time.Minute, run: stepEventSinceKubelet},
+	{Name: "node {node} is NotReady", Timeout: 2 * time.Minute, run: stepNodeNotReady},
+	{Name: "stop the API server", Timeout: 2 * time.Minute, run: stepStopAPIServer},
+	{Name: "start the API server", Timeout: 3 * time.Minute, run: stepStartAPIServer},
+	{Name: "freeze the driver on {node}", Timeout: 30 * time.Second, run: stepFreezeDriver},
+	{Name: "thaw the driver on {node}", Timeout: 30 * time.Second, run: stepThawDriver},
+	{Name: "the driver on {node} answered the publish for pod {pod} with {code}", Timeout: time.Minute, run: stepDriverRefusedWith},
 	{Name: "restart kubelet on {node}", Timeout: time.Minute, run: stepRestartKubelet},
 	{Name: "persistentvolume {name} records the node of every store pod", Timeout: 30 * time.Second, run: stepPVRecordsEveryStorePodsNode},
 	{Name: "persistentvolume {name} carries no per-node record for {duration}", Timeout: 2 * time.Minute, run: stepPVNoRecordFor},
@@ -478,6 +507,11 @@ func stepPVEventFrom(ctx context.Context, r *Run, a args) error {
 // waitEvent waits for an event about name with reason whose message
 // contains text.
 func (r *Run) waitEvent(ctx context.Context, ns, name, reason, text, what string) error {
+	return r.waitEventSince(ctx, ns, name, reason, text, what, time.Time{})
+}
+
+// waitEventSince waits for such an event that last happened after since.
+func (r *Run) waitEventSince(ctx context.Context, ns, name, reason, text, what string, since time.Time) error {
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		events, err := r.events(ctx, ns, name)
 		if err != nil {
@@ -485,10 +519,10 @@ func (r *Run) waitEvent(ctx context.Context, ns, name, reason, text, what string
 		}
 		var seen []string
 		for _, e := range events {
-			if e.Reason == reason && strings.Contains(e.Message, text) {
+			if e.Reason == reason && strings.Contains(e.Message, text) && lastSeen(e).After(since) {
 				return true, "", nil
 			}
-			seen = append(seen, e.Reason+": "+e.Message)
+			seen = append(seen, lastSeen(e).Format(time.TimeOnly)+" "+e.Reason+": "+e.Message)
 		}
 		return false, fmt.Sprintf("events: %s", strings.Join(seen, " | ")), nil
 	})

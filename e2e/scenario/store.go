@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -646,3 +647,19 @@ func (r *Run) copyLeft(ctx context.Context, node, pv string) (string, error) {
 
 // copiesRoot is the driver's root directory on every node.
 const copiesRoot = "/var/lib/per-node.liken.sh"
+
+// execStoreOnNode runs the store's client in a pod through its node's
+// container runtime (crictl): no API server involved.
+func (r *Run) execStoreOnNode(ctx context.Context, p corev1.Pod, args ...string) (string, error) {
+	script := fmt.Sprintf(`id=$(crictl ps -q --name '^store$' --label io.kubernetes.pod.name=%s --label io.kubernetes.pod.namespace=%s)
+[ -n "$id" ] || { echo "no running store container in pod %s" >&2; exit 3; }
+exec crictl exec "$id" /store client "$@"`, p.Name, p.Namespace, p.Name)
+	cmd := exec.CommandContext(ctx, "docker", append([]string{"exec", p.Spec.NodeName, "sh", "-c", script, "sh"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("store client %v in %s, through node %s: %w: %s", args, p.Name, p.Spec.NodeName, err,
+			strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"liken.sh/per-node/e2e/internal/harness"
 	"liken.sh/per-node/fixtures/store/kv"
 )
 
@@ -19,9 +20,16 @@ import (
 // serves when it answers that read with that value. Serving is measured
 // by traffic, not by pod readiness.
 type writer struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	start  time.Time
+	// through, when set, is the one pod the writer writes through; reads
+	// are still sampled from every pod.
+	through string
+	// fixed, when set, are the pods the writer uses for its whole run,
+	// reached through their nodes' container runtime: it needs no API
+	// server.
+	fixed []corev1.Pod
+	cancel  context.CancelFunc
+	done    chan struct{}
+	start   time.Time
 
 	mu         sync.Mutex
 	acked      []kv.Record
@@ -33,20 +41,38 @@ type writer struct {
 	worst      string // the sample with the fewest copies serving
 }
 
+// stepStartNodeWriter starts a writer that reaches the store pods there are
+// now through their nodes, not through the API server.
+func stepStartNodeWriter(ctx context.Context, r *Run, a args) error {
+	pods, err := r.servingStorePods(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return fmt.Errorf("no ready store pod to write through: %s", r.podsReport(ctx))
+	}
+	return r.startWriter(a["as"], &writer{fixed: pods})
+}
+
 func stepStartWriter(_ context.Context, r *Run, a args) error {
+	return r.startWriter(a["as"], &writer{through: a["pod"]})
+}
+
+func (r *Run) startWriter(name string, w *writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{cancel: cancel, done: make(chan struct{}), start: time.Now(), minServing: -1}
-	r.writers[a["as"]] = w
-	r.vars[a["as"]] = a["as"]
-	go w.run(ctx, r, a["as"])
+	w.cancel, w.done, w.start, w.minServing = cancel, make(chan struct{}), time.Now(), -1
+	r.writers[name] = w
+	r.vars[name] = name
+	go w.run(ctx, r, name)
 	return nil
 }
 
 func (w *writer) run(ctx context.Context, r *Run, name string) {
 	defer close(w.done)
 	for i := 0; ctx.Err() == nil; i++ {
-		pods, err := r.storePods(ctx)
+		pods, err := w.pods(ctx, r)
 		if err != nil {
+			_ = sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		var live []corev1.Pod
@@ -56,17 +82,42 @@ func (w *writer) run(ctx context.Context, r *Run, name string) {
 			}
 		}
 		w.sample(ctx, r, live)
-		if len(live) > 0 {
+		switch {
+		case w.through != "":
+			w.write(ctx, r, w.through, name+"-"+strconv.Itoa(i))
+		case len(live) > 0:
 			w.write(ctx, r, live[i%len(live)].Name, name+"-"+strconv.Itoa(i))
 		}
 		_ = sleep(ctx, 100*time.Millisecond)
 	}
 }
 
+func (w *writer) pods(ctx context.Context, r *Run) ([]corev1.Pod, error) {
+	if w.fixed != nil {
+		return w.fixed, nil
+	}
+	return r.storePods(ctx)
+}
+
+// exec runs the store's client in pod: through the API server, or for a
+// writer with fixed pods, through the pod's node.
+func (w *writer) exec(ctx context.Context, r *Run, pod string, args ...string) (string, error) {
+	for _, p := range w.fixed {
+		if p.Name == pod {
+			return r.execStoreOnNode(ctx, p, args...)
+		}
+	}
+	return r.execStore(ctx, pod, args...)
+}
+
 func (w *writer) write(ctx context.Context, r *Run, pod, key string) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	recs, err := r.put(wctx, pod, key, 1)
+	out, err := w.exec(wctx, r, pod, "put-many", key, "1")
+	recs, perr := kv.Read(strings.NewReader(out))
+	if err == nil {
+		err = perr
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil && len(recs) == 1 {
@@ -95,7 +146,7 @@ func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			out, err := r.execStore(rctx, p.Name, "get", last.Key)
+			out, err := w.exec(rctx, r, p.Name, "get", last.Key)
 			switch {
 			case err != nil:
 				answers[j] = p.Name + ": " + strings.TrimSpace(err.Error())
@@ -152,14 +203,60 @@ func (w *writer) longestGap(stopped time.Time) (time.Duration, time.Time) {
 	return gap, at
 }
 
-func stepStopWriter(ctx context.Context, r *Run, a args) error {
-	w, ok := r.writers[a["writer"]]
+// stopWriter stops a writer and defines its acknowledged writes as a list
+// of written records under its own name.
+func (r *Run) stopWriter(name string) (*writer, error) {
+	w, ok := r.writers[name]
 	if !ok {
-		return fmt.Errorf("%s is not a writer", a["writer"])
+		return nil, fmt.Errorf("%s is not a running writer", name)
 	}
 	w.stop()
+	delete(r.writers, name)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.records[name] = append([]kv.Record(nil), w.acked...)
+	return w, nil
+}
+
+// stepStopWriterKeeping stops a writer at once, with no checks, and keeps
+// what it had acknowledged: the writes a copy must have on disk after a
+// kill.
+func stepStopWriterKeeping(_ context.Context, r *Run, a args) error {
+	w, err := r.stopWriter(a["writer"])
+	if err != nil {
+		return err
+	}
+	r.defineWritten(a["as"], r.records[a["writer"]])
+	r.t.Logf("writer: %d writes acknowledged, %d not (last error: %s)", len(w.acked), w.failed, w.lastErr)
+	if len(w.acked) == 0 {
+		return fmt.Errorf("the writer got no write acknowledged (%d failed; last: %s)", w.failed, w.lastErr)
+	}
+	return nil
+}
+
+// stepWriterAcked waits until a writer has n writes acknowledged.
+func stepWriterAcked(ctx context.Context, r *Run, a args) error {
+	w, ok := r.writers[a["writer"]]
+	if !ok {
+		return fmt.Errorf("%s is not a running writer", a["writer"])
+	}
+	n, err := strconv.Atoi(a["n"])
+	if err != nil {
+		return err
+	}
+	return harness.Until(ctx, fmt.Sprintf("%s to have %d writes acknowledged", a["writer"], n), deadline(ctx), func(context.Context) (bool, string, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.acked) >= n, fmt.Sprintf("%d acknowledged, %d not (last error: %s)", len(w.acked), w.failed, w.lastErr), nil
+	})
+}
+
+func stepStopWriter(ctx context.Context, r *Run, a args) error {
+	w, err := r.stopWriter(a["writer"])
+	if err != nil {
+		return err
+	}
 	stopped := time.Now()
-	delete(r.writers, a["writer"])
 	atLeast, err := strconv.Atoi(a["n"])
 	if err != nil {
 		return err

@@ -1,0 +1,542 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// Steps of day-2 operations: the driver rolled to another image and back,
+// mounts that must stay in place through it, events seen since.
+
+const (
+	driverNamespace = "per-node-system"
+	driverDaemonSet = "per-node-node"
+	driverContainer = "driver"
+	// secondTag is appended to the driver image's tag to make the second
+	// tag an upgrade rolls to: the same build, so only the process changes.
+	secondTag = "-second"
+)
+
+func (r *Run) driverDaemonSet(ctx context.Context) (*appsv1.DaemonSet, string, error) {
+	var ds appsv1.DaemonSet
+	if err := r.env.R.Get(ctx, driverDaemonSet, driverNamespace, &ds); err != nil {
+		return nil, "", err
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == driverContainer {
+			return &ds, c.Image, nil
+		}
+	}
+	return nil, "", fmt.Errorf("DaemonSet %s/%s has no container %q", driverNamespace, driverDaemonSet, driverContainer)
+}
+
+// stepRollDriverSecondTag tags the driver's image a second time on every
+// node (no registry: containerd's own store) and rolls the DaemonSet to it.
+func stepRollDriverSecondTag(ctx context.Context, r *Run, _ args) error {
+	_, current, err := r.driverDaemonSet(ctx)
+	if err != nil {
+		return err
+	}
+	if r.vars["_driver_image"] == "" {
+		r.vars["_driver_image"] = current
+	}
+	next := r.vars["_driver_image"] + secondTag
+	var nodes corev1.NodeList
+	if err := r.env.R.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		if _, err := r.onNode(ctx, n.Name, "ctr", "-n", "k8s.io", "images", "tag", "--force", r.vars["_driver_image"], next); err != nil {
+			return fmt.Errorf("tag the driver image on %s: %w", n.Name, err)
+		}
+	}
+	return r.rollDriver(ctx, next)
+}
+
+func stepRollDriverBack(ctx context.Context, r *Run, _ args) error {
+	if r.vars["_driver_image"] == "" {
+		return fmt.Errorf("the driver was not rolled to another image in this scenario")
+	}
+	return r.rollDriver(ctx, r.vars["_driver_image"])
+}
+
+// rollDriver sets the DaemonSet's driver image and waits until every node
+// runs a ready driver pod of it. The update strategy must never run two
+// driver processes on one node: it is checked before the roll, and every
+// poll during the roll counts the running driver containers on each node.
+func (r *Run) rollDriver(ctx context.Context, image string) error {
+	ds, _, err := r.driverDaemonSet(ctx)
+	if err != nil {
+		return err
+	}
+	if err := oneDriverPerNode(ds); err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":%q}]}}}}`, driverContainer, image)
+	if err := r.env.R.Patch(ctx, ds, k8s.Patch{PatchType: types.StrategicMergePatchType, Data: []byte(patch)}); err != nil {
+		return err
+	}
+	start := time.Now()
+	err = harness.Until(ctx, "every node to run a ready driver pod of "+image, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := r.listIn(ctx, driverNamespace, &pods, "app.kubernetes.io/name=per-node", ""); err != nil {
+			return false, err.Error(), nil
+		}
+		if twice := runningTwice(pods.Items); twice != "" {
+			return false, "", fmt.Errorf("two driver processes ran on one node at once: %s", twice)
+		}
+		ds, _, err := r.driverDaemonSet(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		s := ds.Status
+		done := s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
+			s.NumberReady == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled &&
+			allOn(pods.Items, image, int(s.DesiredNumberScheduled))
+		return done, fmt.Sprintf("updated %d, ready %d of %d; %s", s.UpdatedNumberScheduled, s.NumberReady,
+			s.DesiredNumberScheduled, r.driverPodsReport(pods.Items)), nil
+	})
+	if err == nil {
+		r.t.Logf("the driver rolled to %s in %s", image, time.Since(start).Round(100*time.Millisecond))
+	}
+	return err
+}
+
+// oneDriverPerNode refuses an update strategy that may start a node's new
+// driver pod before its old one is gone.
+func oneDriverPerNode(ds *appsv1.DaemonSet) error {
+	s := ds.Spec.UpdateStrategy
+	if s.Type == appsv1.RollingUpdateDaemonSetStrategyType && s.RollingUpdate != nil && s.RollingUpdate.MaxSurge != nil &&
+		s.RollingUpdate.MaxSurge.String() != "0" && s.RollingUpdate.MaxSurge.String() != "0%" {
+		return fmt.Errorf("expected the driver DaemonSet's rolling update to surge by 0 (one driver process per node); seen maxSurge %s",
+			s.RollingUpdate.MaxSurge.String())
+	}
+	return nil
+}
+
+// runningTwice names a node with more than one running driver container.
+func runningTwice(pods []corev1.Pod) string {
+	running := map[string][]string{}
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == driverContainer && cs.State.Running != nil {
+				running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p.Name)
+			}
+		}
+	}
+	for node, names := range running {
+		if len(names) > 1 {
+			return fmt.Sprintf("node %s: %s", node, strings.Join(names, ", "))
+		}
+	}
+	return ""
+}
+
+// allOn reports whether exactly n driver pods exist, each ready and each
+// running image.
+func allOn(pods []corev1.Pod, image string, n int) bool {
+	if len(pods) != n {
+		return false
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || !harness.PodReady(&p) {
+			return false
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name == driverContainer && c.Image != image {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// restoreDriver rolls the driver back to its image if the scenario left it
+// on another (cleanup).
+func (r *Run) restoreDriver(ctx context.Context) {
+	want := r.vars["_driver_image"]
+	if want == "" {
+		return
+	}
+	if _, current, err := r.driverDaemonSet(ctx); err == nil && current == want {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := r.rollDriver(rctx, want); err != nil {
+		r.t.Errorf("cleanup: rolling the driver back to %s: %v", want, err)
+	}
+}
+
+// podMount is how a node's kernel shows a pod's volume mount: the mount
+// IDs (with device and root) at the pod's target. A new mount gets a new
+// ID, so an unmount and remount, however quick, changes it.
+func (r *Run) podMount(ctx context.Context, pod string) (node string, mount []string, err error) {
+	var p corev1.Pod
+	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
+		return "", nil, err
+	}
+	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	out, err := r.onNode(ctx, p.Spec.NodeName, "cat", "/proc/1/mountinfo")
+	if err != nil {
+		return "", nil, err
+	}
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == target {
+			mount = append(mount, fmt.Sprintf("id %s dev %s root %s", f[0], f[2], f[3]))
+		}
+	}
+	if len(mount) == 0 {
+		return "", nil, fmt.Errorf("node %s shows nothing mounted at %s (pod %s)", p.Spec.NodeName, target, pod)
+	}
+	slices.Sort(mount)
+	return p.Spec.NodeName, mount, nil
+}
+
+func stepPickMount(ctx context.Context, r *Run, a args) error {
+	node, mount, err := r.podMount(ctx, a["pod"])
+	if err != nil {
+		return err
+	}
+	r.lists[a["as"]] = append([]string{a["pod"], node}, mount...)
+	r.vars[a["as"]] = a["as"]
+	r.t.Logf("the mount of %s on %s: %s", a["pod"], node, strings.Join(mount, "; "))
+	return nil
+}
+
+func stepMountUnchanged(ctx context.Context, r *Run, a args) error {
+	had, ok := r.lists[a["mount"]]
+	if !ok || len(had) < 3 {
+		return fmt.Errorf("%s is not a mount picked in this scenario", a["mount"])
+	}
+	node, mount, err := r.podMount(ctx, had[0])
+	if err != nil {
+		return err
+	}
+	if node != had[1] || !slices.Equal(mount, had[2:]) {
+		return fmt.Errorf("expected the mount of %s on %s to be the one it had (%s); seen on %s: %s",
+			had[0], had[1], strings.Join(had[2:], "; "), node, strings.Join(mount, "; "))
+	}
+	return nil
+}
+
+// stepEventSinceDriver waits for an event about a pod naming the holder
+// that happened after the node's current driver process started: proof
+// that the driver running now, not the one before it, refused the pod.
+func stepEventSinceDriver(ctx context.Context, r *Run, a args) error {
+	pods, err := r.driverPodsOn(ctx, a["node"])
+	if err != nil {
+		return err
+	}
+	var started time.Time
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == driverContainer && cs.State.Running != nil && cs.State.Running.StartedAt.After(started) {
+				started = cs.State.Running.StartedAt.Time
+			}
+		}
+	}
+	if started.IsZero() {
+		return fmt.Errorf("no driver container runs on %s: %s", a["node"], r.driverPodsReport(pods))
+	}
+	mention := r.ns() + "/" + a["holder"]
+	what := fmt.Sprintf("a %s event on pod %s naming %s, after the driver on %s started at %s",
+		a["reason"], a["pod"], mention, a["node"], started.Format(time.TimeOnly))
+	return r.waitEventSince(ctx, r.ns(), a["pod"], a["reason"], mention, what, started)
+}
+
+// lastSeen is when an event last happened, whichever API wrote it.
+func lastSeen(e corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	if e.EventTime.After(t) {
+		t = e.EventTime.Time
+	}
+	return t
+}
+
+// mountWatch samples a node's mount table and remembers the most pods that
+// had one PV's copy mounted at once.
+type mountWatch struct {
+	node, pv string
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu      sync.Mutex
+	samples int
+	most    []string // the pod targets of the sample with the most
+	lastErr error
+}
+
+// podsMounting lists the pod UIDs whose volume target of pv is a mount
+// point in a node's mount table.
+func podsMounting(mountinfo, pv string) []string {
+	suffix := "/volumes/kubernetes.io~csi/" + pv + "/mount"
+	var uids []string
+	for line := range strings.Lines(mountinfo) {
+		f := strings.Fields(line)
+		if len(f) <= 4 || !strings.HasPrefix(f[4], kubeletDir+"/pods/") || !strings.HasSuffix(f[4], suffix) {
+			continue
+		}
+		uid := strings.TrimSuffix(strings.TrimPrefix(f[4], kubeletDir+"/pods/"), suffix)
+		if !slices.Contains(uids, uid) {
+			uids = append(uids, uid)
+		}
+	}
+	return uids
+}
+
+func stepWatchMounts(_ context.Context, r *Run, a args) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &mountWatch{node: a["node"], pv: r.vars["pv"], cancel: cancel, done: make(chan struct{})}
+	r.watches[a["as"]] = w
+	r.vars[a["as"]] = a["as"]
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			out, err := r.onNode(ctx, w.node, "cat", "/proc/1/mountinfo")
+			w.mu.Lock()
+			if err == nil {
+				w.samples++
+				if uids := podsMounting(out, w.pv); len(uids) > len(w.most) {
+					w.most = uids
+				}
+			} else if ctx.Err() == nil {
+				w.lastErr = err
+			}
+			w.mu.Unlock()
+			_ = sleep(ctx, 100*time.Millisecond)
+		}
+	}()
+	return nil
+}
+
+func (w *mountWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func stepStopWatch(_ context.Context, r *Run, a args) error {
+	w, ok := r.watches[a["watch"]]
+	if !ok {
+		return fmt.Errorf("%s is not a running watch", a["watch"])
+	}
+	w.stop()
+	delete(r.watches, a["watch"])
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.t.Logf("%d samples of %s's mount table; most pods with %s mounted at once: %d %v", w.samples, w.node, w.pv, len(w.most), w.most)
+	switch {
+	case w.samples == 0:
+		return fmt.Errorf("no sample of %s's mount table was read (last error: %v)", w.node, w.lastErr)
+	case len(w.most) > 1:
+		return fmt.Errorf("expected at most one pod at a time with the copy of %s mounted on %s; seen %d at once: pod UIDs %s",
+			w.pv, w.node, len(w.most), strings.Join(w.most, ", "))
+	}
+	return nil
+}
+
+// stepForceDelete deletes a pod with no grace period, as
+// `kubectl delete pod --grace-period=0 --force` does: the API object goes
+// at once, whatever its containers still do.
+func stepForceDelete(ctx context.Context, r *Run, a args) error {
+	p := &corev1.Pod{}
+	p.Name, p.Namespace = a["pod"], r.ns()
+	return r.env.R.Delete(ctx, p, resources.WithGracePeriod(0))
+}
+
+func stepStopKubelet(ctx context.Context, r *Run, a args) error {
+	r.lists["_kubelet_stopped"] = append(r.lists["_kubelet_stopped"], a["node"])
+	_, err := r.onNode(ctx, a["node"], "systemctl", "stop", "kubelet")
+	return err
+}
+
+func stepStartKubelet(ctx context.Context, r *Run, a args) error {
+	r.lists["_kubelet_stopped"] = slices.DeleteFunc(r.lists["_kubelet_stopped"], func(n string) bool { return n == a["node"] })
+	since := time.Now()
+	r.marks["kubelet on "+a["node"]] = since
+	if _, err := r.onNode(ctx, a["node"], "systemctl", "start", "kubelet"); err != nil {
+		return err
+	}
+	return r.waitKubelet(ctx, a["node"], since)
+}
+
+// stepEventSinceKubelet waits for an event naming the holder that happened
+// after kubelet on the node was last (re)started in this scenario.
+func stepEventSinceKubelet(ctx context.Context, r *Run, a args) error {
+	since, ok := r.marks["kubelet on "+a["node"]]
+	if !ok {
+		return fmt.Errorf("kubelet on %s was not restarted in this scenario", a["node"])
+	}
+	mention := r.ns() + "/" + a["holder"]
+	what := fmt.Sprintf("a %s event on pod %s naming %s, after kubelet on %s restarted at %s",
+		a["reason"], a["pod"], mention, a["node"], since.Format(time.TimeOnly))
+	return r.waitEventSince(ctx, r.ns(), a["pod"], a["reason"], mention, what, since)
+}
+
+// --- the API server away ----------------------------------------------------
+
+// apiServerManifest is kube-apiserver's static pod manifest on a kind
+// control-plane node; kubelet stops the API server when it goes away.
+const apiServerManifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+
+func (r *Run) controlPlane(ctx context.Context) (string, error) {
+	var nodes corev1.NodeList
+	if err := r.env.R.List(ctx, &nodes); err != nil {
+		return "", err
+	}
+	for _, n := range nodes.Items {
+		if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+			return n.Name, nil
+		}
+	}
+	return "", fmt.Errorf("no control-plane node")
+}
+
+// apiAnswers reports whether the API server answers a read.
+func (r *Run) apiAnswers(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return r.env.R.Get(actx, "default", "", &corev1.Namespace{})
+}
+
+func stepStopAPIServer(ctx context.Context, r *Run, _ args) error {
+	cp, err := r.controlPlane(ctx)
+	if err != nil {
+		return err
+	}
+	r.vars["_api_stopped_on"] = cp
+	if _, err := r.onNode(ctx, cp, "mv", apiServerManifest, "/etc/kubernetes/kube-apiserver.yaml.stopped"); err != nil {
+		return err
+	}
+	start := time.Now()
+	err = harness.Until(ctx, "the API server to stop answering", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		err := r.apiAnswers(ctx)
+		return err != nil, fmt.Sprintf("a read answered: %v", err), nil
+	})
+	if err == nil {
+		r.t.Logf("the API server stopped answering %s after its manifest was moved", time.Since(start).Round(100*time.Millisecond))
+	}
+	return err
+}
+
+func stepStartAPIServer(ctx context.Context, r *Run, _ args) error {
+	cp := r.vars["_api_stopped_on"]
+	if cp == "" {
+		return fmt.Errorf("the API server was not stopped in this scenario")
+	}
+	if _, err := r.onNode(ctx, cp, "mv", "/etc/kubernetes/kube-apiserver.yaml.stopped", apiServerManifest); err != nil {
+		return err
+	}
+	delete(r.vars, "_api_stopped_on")
+	start := time.Now()
+	err := harness.Until(ctx, "the API server to answer again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		err := r.apiAnswers(ctx)
+		return err == nil, fmt.Sprint(err), nil
+	})
+	if err == nil {
+		r.t.Logf("the API server answered %s after its manifest was back", time.Since(start).Round(100*time.Millisecond))
+	}
+	return err
+}
+
+// driverPID is the node-side PID of the driver process on node, found
+// through the node's container runtime (no API server involved).
+func (r *Run) driverPID(ctx context.Context, node string) (string, error) {
+	out, err := r.onNode(ctx, node, "sh", "-c",
+		`crictl inspect --output go-template --template '{{.info.pid}}' $(crictl ps -q --name '^`+driverContainer+`$' --label io.kubernetes.pod.namespace=`+driverNamespace+`)`)
+	return strings.TrimSpace(out), err
+}
+
+// stepFreezeDriver stops the driver process on a node (SIGSTOP): calls
+// from kubelet wait, unanswered, until it is thawed.
+func stepFreezeDriver(ctx context.Context, r *Run, a args) error {
+	pid, err := r.driverPID(ctx, a["node"])
+	if err != nil {
+		return err
+	}
+	r.lists["_frozen"] = append(r.lists["_frozen"], a["node"]+" "+pid)
+	_, err = r.onNode(ctx, a["node"], "kill", "-STOP", pid)
+	return err
+}
+
+func stepThawDriver(ctx context.Context, r *Run, a args) error {
+	for i, f := range r.lists["_frozen"] {
+		node, pid, _ := strings.Cut(f, " ")
+		if node == a["node"] {
+			r.lists["_frozen"] = slices.Delete(r.lists["_frozen"], i, i+1)
+			_, err := r.onNode(ctx, node, "kill", "-CONT", pid)
+			return err
+		}
+	}
+	return fmt.Errorf("the driver on %s was not frozen in this scenario", a["node"])
+}
+
+// stepDriverRefusedWith waits for the driver's log on a node (read through
+// the node's container runtime) to show a NodePublishVolume for the pod
+// that failed with the gRPC code.
+func stepDriverRefusedWith(ctx context.Context, r *Run, a args) error {
+	want := []string{`"RPC failed"`, `method="/csi.v1.Node/NodePublishVolume"`, `pod="` + r.ns() + "/" + a["pod"] + `"`, `code="` + a["code"] + `"`}
+	what := fmt.Sprintf("the driver on %s to log a NodePublishVolume for pod %s that failed with %s", a["node"], a["pod"], a["code"])
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		out, err := r.onNode(ctx, a["node"], "sh", "-c",
+			`crictl logs $(crictl ps -q --name '^`+driverContainer+`$' --label io.kubernetes.pod.namespace=`+driverNamespace+`) 2>&1`)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var last string
+		for line := range strings.Lines(out) {
+			if strings.Contains(line, "NodePublishVolume") {
+				last = strings.TrimSpace(line)
+			}
+			if containsAll(line, want) {
+				r.t.Logf("driver on %s: %s", a["node"], strings.TrimSpace(line))
+				return true, "", nil
+			}
+		}
+		return false, "last NodePublishVolume line: " + last, nil
+	})
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// restoreControlPlane starts the API server and thaws drivers a failed
+// scenario left stopped (cleanup; everything else needs them).
+func (r *Run) restoreControlPlane(ctx context.Context) {
+	if r.vars["_api_stopped_on"] != "" {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		if err := stepStartAPIServer(sctx, r, nil); err != nil {
+			r.t.Errorf("cleanup: starting the API server: %v", err)
+		}
+		cancel()
+	}
+	for len(r.lists["_frozen"]) > 0 {
+		node, _, _ := strings.Cut(r.lists["_frozen"][0], " ")
+		if err := stepThawDriver(ctx, r, args{"node": node}); err != nil {
+			r.t.Errorf("cleanup: thawing the driver on %s: %v", node, err)
+			r.lists["_frozen"] = r.lists["_frozen"][1:]
+		}
+	}
+}
