@@ -23,7 +23,8 @@ func (r *Run) createNamespace(ctx context.Context) error {
 // cleanup undoes what the scenario did, pass or fail: the API server
 // started and frozen drivers thawed, writers and watches stopped, kubelets
 // and stopped nodes started and waited for, the driver rolled back to its
-// image, nodes uncordoned, the namespace deleted. Then it deletes the
+// image, nodes uncordoned, the namespace deleted, copies given a small
+// filesystem put back on their disks. Then it deletes the
 // scenario's PersistentVolumes and checks the promise itself: deleting a
 // PV removes every copy on every node, trash included. A PV that does not go, or a copy left behind, fails the
 // scenario; only then is it removed by hand, as a backstop.
@@ -64,6 +65,7 @@ func (r *Run) cleanup() {
 	if err != nil {
 		r.t.Errorf("cleanup: %v", err)
 	}
+	r.restoreDisks(ctx)
 	for _, pv := range r.lists["_pvs"] {
 		r.deletePVAndCheckCopies(ctx, pv)
 	}

@@ -2,8 +2,10 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -480,7 +482,12 @@ func stepThawDriver(ctx context.Context, r *Run, a args) error {
 		node, pid, _ := strings.Cut(f, " ")
 		if node == a["node"] {
 			r.lists["_frozen"] = slices.Delete(r.lists["_frozen"], i, i+1)
-			_, err := r.onNode(ctx, node, "kill", "-CONT", pid)
+			// kubelet may have restarted a driver frozen past its liveness
+			// probe: then there is nothing left to thaw.
+			out, err := r.onNode(ctx, node, "sh", "-c", "kill -CONT "+pid+" 2>&1 || echo gone")
+			if strings.Contains(out, "gone") {
+				r.t.Logf("the frozen driver on %s (pid %s) is gone: kubelet restarted it", node, pid)
+			}
 			return err
 		}
 	}
@@ -539,4 +546,147 @@ func (r *Run) restoreControlPlane(ctx context.Context) {
 			r.lists["_frozen"] = r.lists["_frozen"][1:]
 		}
 	}
+}
+
+// --- a full disk -----------------------------------------------------------
+
+// smallFS is the script that gives a node's idle copy of a PV a tmpfs of
+// its own, with the copy's contents, where the copy's directory was.
+const smallFS = `set -e
+cd %[1]s/volumes/%[2]s
+if mountpoint -q data; then echo "data is already a mount point" >&2; exit 1; fi
+mv data data.disk
+mkdir data
+mount -t tmpfs -o size=%[3]sm,mode=0777 per-node-small data
+cp -a data.disk/. data/
+rm -rf data.disk`
+
+// diskFS is the reverse: the copy's contents back on the node's disk.
+const diskFS = `set -e
+cd %[1]s/volumes/%[2]s
+mountpoint -q data || exit 0
+rm -f data/filler
+mkdir data.disk
+chmod 0777 data.disk
+cp -a data/. data.disk/
+umount data
+rmdir data
+mv data.disk data`
+
+func stepSmallFS(ctx context.Context, r *Run, a args) error {
+	r.lists["_small"] = append(r.lists["_small"], a["node"])
+	_, err := r.onNode(ctx, a["node"], "sh", "-c", fmt.Sprintf(smallFS, copiesRoot, r.vars["pv"], a["mib"]))
+	return err
+}
+
+func stepDiskFS(ctx context.Context, r *Run, a args) error {
+	r.lists["_small"] = slices.DeleteFunc(r.lists["_small"], func(n string) bool { return n == a["node"] })
+	_, err := r.onNode(ctx, a["node"], "sh", "-c", fmt.Sprintf(diskFS, copiesRoot, r.vars["pv"]))
+	return err
+}
+
+// stepFillFS fills the copy's filesystem with a filler file.
+func stepFillFS(ctx context.Context, r *Run, a args) error {
+	dir := fmt.Sprintf("%s/volumes/%s/data", copiesRoot, r.vars["pv"])
+	out, err := r.onNode(ctx, a["node"], "sh", "-c",
+		fmt.Sprintf(`mountpoint -q %[1]s || { echo "%[1]s has no filesystem of its own" >&2; exit 1; }
+dd if=/dev/zero of=%[1]s/filler bs=64k 2>/dev/null; df -k %[1]s | tail -1`, dir))
+	r.t.Logf("%s: %s", a["node"], strings.TrimSpace(out))
+	return err
+}
+
+func stepFreeFS(ctx context.Context, r *Run, a args) error {
+	_, err := r.onNode(ctx, a["node"], "rm", "-f", fmt.Sprintf("%s/volumes/%s/data/filler", copiesRoot, r.vars["pv"]))
+	return err
+}
+
+// restoreDisks puts copies given a filesystem of their own back on their
+// nodes' disks once no pod uses them (cleanup, before the PVs are deleted).
+func (r *Run) restoreDisks(ctx context.Context) {
+	for len(r.lists["_small"]) > 0 {
+		n := r.lists["_small"][0]
+		if err := stepDiskFS(ctx, r, args{"node": n}); err != nil {
+			r.t.Errorf("cleanup: putting the copy on %s back on its disk: %v", n, err)
+		}
+	}
+}
+
+// stepWriteRefused requires a write through a pod to be refused: not
+// acknowledged, with the store's error.
+func stepWriteRefused(ctx context.Context, r *Run, a args) error {
+	recs, err := r.put(ctx, a["pod"], r.writePrefix("refused"), 1)
+	if err == nil || len(recs) > 0 {
+		return fmt.Errorf("expected %s to refuse a write; it acknowledged %d", a["pod"], len(recs))
+	}
+	if !strings.Contains(err.Error(), a["status"]) {
+		return fmt.Errorf("expected %s to refuse a write with %s; seen: %v", a["pod"], a["status"], err)
+	}
+	r.t.Logf("refused as expected: %v", err)
+	return nil
+}
+
+// stepVolumeStats reads kubelet's summary of a pod's volume (which kubelet
+// gets from the driver's NodeGetVolumeStats) until it shows the capacity
+// and at most the available space given.
+func stepVolumeStats(ctx context.Context, r *Run, a args) error {
+	cs, err := r.clientset()
+	if err != nil {
+		return err
+	}
+	var p corev1.Pod
+	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+		return err
+	}
+	capacity, avail := mib(a["capacity"]), mib(a["available"])
+	what := fmt.Sprintf("kubelet's stats of pod %s's volume to show %s MiB capacity and at most %s MiB available", a["pod"], a["capacity"], a["available"])
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		v, ok := podVolume(raw, p.Name, "data")
+		if !ok {
+			return false, "no stats for the pod's volume yet", nil
+		}
+		seen := fmt.Sprintf("capacity %d, available %d, used %d bytes", v.Capacity, v.Available, v.Used)
+		return v.Capacity == capacity && v.Available <= avail, seen, nil
+	})
+}
+
+func mib(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n << 20
+}
+
+type volumeStats struct {
+	Name      string `json:"name"`
+	Capacity  int64  `json:"capacityBytes"`
+	Available int64  `json:"availableBytes"`
+	Used      int64  `json:"usedBytes"`
+}
+
+// podVolume finds a pod's volume in kubelet's stats summary.
+func podVolume(summary []byte, pod, volume string) (volumeStats, bool) {
+	var s struct {
+		Pods []struct {
+			PodRef struct {
+				Name string `json:"name"`
+			} `json:"podRef"`
+			Volume []volumeStats `json:"volume"`
+		} `json:"pods"`
+	}
+	if json.Unmarshal(summary, &s) != nil {
+		return volumeStats{}, false
+	}
+	for _, p := range s.Pods {
+		if p.PodRef.Name != pod {
+			continue
+		}
+		for _, v := range p.Volume {
+			if v.Name == volume {
+				return v, true
+			}
+		}
+	}
+	return volumeStats{}, false
 }

@@ -112,6 +112,12 @@ var vocabulary = compile([]*stepDef{
 	{Name: "freeze the driver on {node}", Timeout: 30 * time.Second, run: stepFreezeDriver},
 	{Name: "thaw the driver on {node}", Timeout: 30 * time.Second, run: stepThawDriver},
 	{Name: "the driver on {node} answered the publish for pod {pod} with {code}", Timeout: time.Minute, run: stepDriverRefusedWith},
+	{Name: "give the copy on {node} a filesystem of its own of {mib} MiB", Timeout: 30 * time.Second, run: stepSmallFS},
+	{Name: "fill the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFillFS},
+	{Name: "free the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFreeFS},
+	{Name: "put the copy on {node} back on the node's disk", Timeout: 30 * time.Second, run: stepDiskFS},
+	{Name: "a write through {pod} is refused with {status}", Timeout: 30 * time.Second, run: stepWriteRefused},
+	{Name: "the stats of {pod}'s volume show {capacity} MiB capacity and at most {available} MiB available", Timeout: 3 * time.Minute, run: stepVolumeStats},
 	{Name: "restart kubelet on {node}", Timeout: time.Minute, run: stepRestartKubelet},
 	{Name: "persistentvolume {name} records the node of every store pod", Timeout: 30 * time.Second, run: stepPVRecordsEveryStorePodsNode},
 	{Name: "persistentvolume {name} carries no per-node record for {duration}", Timeout: 2 * time.Minute, run: stepPVNoRecordFor},
@@ -296,16 +302,17 @@ func stepStorePodOn(ctx context.Context, r *Run, a args) error {
 	})
 }
 
+// stepNodeOf names the node a pod is scheduled to, waiting for the
+// scheduler if it has not placed the pod yet.
 func stepNodeOf(ctx context.Context, r *Run, a args) error {
-	var p corev1.Pod
-	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
-		return err
-	}
-	if p.Spec.NodeName == "" {
-		return fmt.Errorf("pod %s is not scheduled", a["pod"])
-	}
-	r.vars[a["as"]] = p.Spec.NodeName
-	return nil
+	return harness.Until(ctx, "pod "+a["pod"]+" to be scheduled", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var p corev1.Pod
+		if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+			return false, "", err
+		}
+		r.vars[a["as"]] = p.Spec.NodeName
+		return p.Spec.NodeName != "", "not scheduled: " + r.eventText(ctx, a["pod"]), nil
+	})
 }
 
 func (r *Run) workers(ctx context.Context) ([]corev1.Node, error) {

@@ -26,10 +26,10 @@ type writer struct {
 	// fixed, when set, are the pods the writer uses for its whole run,
 	// reached through their nodes' container runtime: it needs no API
 	// server.
-	fixed []corev1.Pod
-	cancel  context.CancelFunc
-	done    chan struct{}
-	start   time.Time
+	fixed  []corev1.Pod
+	cancel context.CancelFunc
+	done   chan struct{}
+	start  time.Time
 
 	mu         sync.Mutex
 	acked      []kv.Record
