@@ -281,7 +281,8 @@ type mountWatch struct {
 
 	mu      sync.Mutex
 	samples int
-	most    []string // the pod targets of the sample with the most
+	most    []string // the pod UIDs of the sample with the most
+	seen    []string // every pod UID seen, in the order first seen
 	lastErr error
 }
 
@@ -315,8 +316,14 @@ func stepWatchMounts(_ context.Context, r *Run, a args) error {
 			w.mu.Lock()
 			if err == nil {
 				w.samples++
-				if uids := podsMounting(out, w.pv); len(uids) > len(w.most) {
+				uids := podsMounting(out, w.pv)
+				if len(uids) > len(w.most) {
 					w.most = uids
+				}
+				for _, u := range uids {
+					if !slices.Contains(w.seen, u) {
+						w.seen = append(w.seen, u)
+					}
 				}
 			} else if ctx.Err() == nil {
 				w.lastErr = err
@@ -342,7 +349,8 @@ func stepStopWatch(_ context.Context, r *Run, a args) error {
 	delete(r.watches, a["watch"])
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r.t.Logf("%d samples of %s's mount table; most pods with %s mounted at once: %d %v", w.samples, w.node, w.pv, len(w.most), w.most)
+	r.t.Logf("%d samples of %s's mount table; pods with %s mounted, in turn: %v; most at once: %d %v",
+		w.samples, w.node, w.pv, w.seen, len(w.most), w.most)
 	switch {
 	case w.samples == 0:
 		return fmt.Errorf("no sample of %s's mount table was read (last error: %v)", w.node, w.lastErr)
