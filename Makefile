@@ -53,8 +53,8 @@ node-image: ## Build the offline kind node image (no registry needed; cached by 
 	e2e/nodeimage/build.sh
 
 .PHONY: e2e
-e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=<name> runs one.
-	e2e/run.sh test $(SCENARIO)
+e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=07,26 runs those; SUITE=quick the guide's core.
+	SUITE='$(SUITE)' e2e/run.sh test $(SCENARIO)
 
 .PHONY: bench-delete
 bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearance (3 nodes x 10,000 files).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -697,4 +698,108 @@ func podVolume(summary []byte, pod, volume string) (volumeStats, bool) {
 		}
 	}
 	return volumeStats{}, false
+}
+
+// --- the driver's own account ----------------------------------------------
+
+// rpcLine is one call the driver logged: rpcserver writes one line per call.
+type rpcLine struct {
+	at, method, target, code, text string
+}
+
+var (
+	klogTime = regexp.MustCompile(`^[IWEF](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})`)
+	logField = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+)
+
+// rpcLines reads every driver container's log on node, current and exited
+// (through the node's container runtime), and returns the calls about pv
+// in the order they happened.
+func (r *Run) rpcLines(ctx context.Context, node, pv string) ([]rpcLine, error) {
+	out, err := r.onNode(ctx, node, "sh", "-c", `for id in $(crictl ps -a -q --name '^`+driverContainer+`$' --label io.kubernetes.pod.namespace=`+driverNamespace+`); do crictl logs "$id" 2>&1; done`)
+	if err != nil {
+		return nil, err
+	}
+	return parseRPCLines(out, pv), nil
+}
+
+// parseRPCLines picks the calls about pv out of driver logs, in time order.
+func parseRPCLines(out, pv string) []rpcLine {
+	var calls []rpcLine
+	for line := range strings.Lines(out) {
+		at := klogTime.FindStringSubmatch(line)
+		if at == nil || !strings.Contains(line, `"RPC`) {
+			continue
+		}
+		f := map[string]string{}
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			f[m[1]] = m[2]
+		}
+		if f["volume_id"] != pv {
+			continue
+		}
+		calls = append(calls, rpcLine{at: at[1], method: f["method"], target: f["target_path"], code: f["code"], text: strings.TrimSpace(line)})
+	}
+	slices.SortStableFunc(calls, func(a, b rpcLine) int { return strings.Compare(a.at, b.at) })
+	return calls
+}
+
+// unrecovered lists the mount calls (publish, unpublish) that were the last
+// for their method and target and ended in an error other than a
+// deliberate refusal.
+func unrecovered(calls []rpcLine) []rpcLine {
+	last := map[string]rpcLine{}
+	var order []string
+	for _, l := range calls {
+		if !strings.HasSuffix(l.method, "/NodePublishVolume") && !strings.HasSuffix(l.method, "/NodeUnpublishVolume") {
+			continue
+		}
+		k := l.method + " " + l.target
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = l
+	}
+	var out []rpcLine
+	for _, k := range order {
+		if l := last[k]; l.code != "OK" && l.code != "FailedPrecondition" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// stepDriversRecovered checks the driver's own account on every node: for
+// each mount target of the scenario's volume, the last publish or unpublish
+// the driver answered either succeeded or was a deliberate refusal
+// (FailedPrecondition: the copy is held, the volume is being deleted).
+// Any other last answer (Unavailable, Internal, ...) is an error the driver
+// did not recover from.
+func stepDriversRecovered(ctx context.Context, r *Run, _ args) error {
+	var nodes corev1.NodeList
+	if err := r.env.R.List(ctx, &nodes); err != nil {
+		return err
+	}
+	var stuck []string
+	calls := 0
+	for _, n := range nodes.Items {
+		lines, err := r.rpcLines(ctx, n.Name, r.vars["pv"])
+		if err != nil {
+			return fmt.Errorf("read the driver's log on %s: %w", n.Name, err)
+		}
+		calls += len(lines)
+		for _, l := range unrecovered(lines) {
+			stuck = append(stuck, n.Name+": "+l.text)
+		}
+	}
+	r.t.Logf("the drivers logged %d calls about %s", calls, r.vars["pv"])
+	if len(stuck) > 0 {
+		slices.Sort(stuck)
+		return fmt.Errorf("expected every call about %s to end in success or a refusal; the last answer for these targets was an error:\n%s",
+			r.vars["pv"], strings.Join(stuck, "\n"))
+	}
+	if calls == 0 {
+		return fmt.Errorf("no driver logged a call about %s: the log was not read", r.vars["pv"])
+	}
+	return nil
 }

@@ -118,6 +118,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "put the copy on {node} back on the node's disk", Timeout: 30 * time.Second, run: stepDiskFS},
 	{Name: "a write through {pod} is refused with {status}", Timeout: 30 * time.Second, run: stepWriteRefused},
 	{Name: "the stats of {pod}'s volume show {capacity} MiB capacity and at most {available} MiB available", Timeout: 3 * time.Minute, run: stepVolumeStats},
+	{Name: "every driver recovered from every error about the volume", Timeout: 30 * time.Second, run: stepDriversRecovered},
 	{Name: "restart kubelet on {node}", Timeout: time.Minute, run: stepRestartKubelet},
 	{Name: "persistentvolume {name} records the node of every store pod", Timeout: 30 * time.Second, run: stepPVRecordsEveryStorePodsNode},
 	{Name: "persistentvolume {name} carries no per-node record for {duration}", Timeout: 2 * time.Minute, run: stepPVNoRecordFor},

@@ -1,0 +1,37 @@
+package scenario
+
+import (
+	"testing"
+
+	"gotest.tools/v3/assert"
+)
+
+func TestUnrecoveredCallsAreTheLastErrorsPerTarget(t *testing.T) {
+	log := `I1130 15:46:50.000001       1 rpcserver.go:88] "RPC" method="/csi.v1.Node/NodeGetCapabilities" duration="20µs" code="OK"
+E1130 15:46:57.902039       1 rpcserver.go:86] "RPC failed" err="rpc error: code = Unavailable desc = publish volume \"v\": the API server did not answer" method="/csi.v1.Node/NodePublishVolume" volume_id="v" target_path="/t/a" pod="ns/a" duration="3ms" code="Unavailable"
+E1130 15:46:58.000000       1 rpcserver.go:86] "RPC failed" err="held by pod ns/a" method="/csi.v1.Node/NodePublishVolume" volume_id="v" target_path="/t/b" pod="ns/b" duration="1ms" code="FailedPrecondition"
+I1130 15:47:10.000000       1 rpcserver.go:88] "RPC" method="/csi.v1.Node/NodePublishVolume" volume_id="v" target_path="/t/a" pod="ns/a" duration="9ms" code="OK"
+E1130 15:47:11.000000       1 rpcserver.go:86] "RPC failed" err="x" method="/csi.v1.Node/NodePublishVolume" volume_id="other" target_path="/t/c" duration="1ms" code="Internal"
+E1130 15:47:12.000000       1 rpcserver.go:86] "RPC failed" err="x" method="/csi.v1.Node/NodeGetVolumeStats" volume_id="v" target_path="/t/a" duration="1ms" code="Internal"
+`
+	calls := parseRPCLines(log, "v")
+	assert.Equal(t, len(calls), 4, "calls about v: %+v", calls)
+	// Stats are not mount calls; the failed publish was retried to success;
+	// the refusal is an answer.
+	assert.Equal(t, len(unrecovered(calls)), 0, "%+v", unrecovered(calls))
+
+	// Once the publish that failed is the last word, it is stuck.
+	stuck := unrecovered(calls[:2])
+	assert.Equal(t, len(stuck), 1)
+	assert.Equal(t, stuck[0].code, "Unavailable")
+}
+
+func TestPodsMountingReadsPodUIDsFromTheMountTable(t *testing.T) {
+	table := `1380 1200 254:0 /lib/per-node.liken.sh/volumes/pv1/data /var/lib/kubelet/pods/aaa/volumes/kubernetes.io~csi/pv1/mount rw - ext4 /dev/vda rw
+1381 1200 254:0 /lib/per-node.liken.sh/volumes/pv1/data /var/lib/kubelet/pods/bbb/volumes/kubernetes.io~csi/pv1/mount rw - ext4 /dev/vda rw
+1382 1200 254:0 /lib/per-node.liken.sh/volumes/pv2/data /var/lib/kubelet/pods/ccc/volumes/kubernetes.io~csi/pv2/mount rw - ext4 /dev/vda rw
+1383 1380 254:0 /lib/per-node.liken.sh/volumes/pv1/data /var/lib/kubelet/pods/aaa/volumes/kubernetes.io~csi/pv1/mount rw - ext4 /dev/vda rw
+`
+	assert.DeepEqual(t, podsMounting(table, "pv1"), []string{"aaa", "bbb"})
+	assert.Equal(t, len(podsMounting(table, "pv3")), 0)
+}
