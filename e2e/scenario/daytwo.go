@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"liken.sh/per-node/e2e/internal/harness"
+	"liken.sh/per-node/fixtures/store/kv"
 )
 
 // Steps of day-2 operations: the driver rolled to another image and back,
@@ -620,18 +621,31 @@ func (r *Run) restoreDisks(ctx context.Context) {
 	}
 }
 
-// stepWriteRefused requires a write through a pod to be refused: not
-// acknowledged, with the store's error.
-func stepWriteRefused(ctx context.Context, r *Run, a args) error {
-	recs, err := r.put(ctx, a["pod"], r.writePrefix("refused"), 1)
-	if err == nil || len(recs) > 0 {
-		return fmt.Errorf("expected %s to refuse a write; it acknowledged %d", a["pod"], len(recs))
+// stepWriteUntilRefused writes one record at a time through a pod until a
+// write is refused, which must happen within 1,000 writes and carry the
+// given status; the writes acknowledged before it are defined as a list (a
+// full filesystem may still take a few records into the last page of the
+// log: what is acknowledged must then be stored).
+func stepWriteUntilRefused(ctx context.Context, r *Run, a args) error {
+	prefix := r.writePrefix(a["as"])
+	var acked []kv.Record
+	for i := range 1000 {
+		recs, err := r.put(ctx, a["pod"], prefix+"-"+strconv.Itoa(i), 1)
+		acked = append(acked, recs...)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if !strings.Contains(err.Error(), a["status"]) {
+			return fmt.Errorf("expected %s to refuse a write with %s; seen: %v", a["pod"], a["status"], err)
+		}
+		r.t.Logf("%s refused write %d (%d acknowledged before it): %v", a["pod"], i+1, len(acked), err)
+		r.defineWritten(a["as"], acked)
+		return nil
 	}
-	if !strings.Contains(err.Error(), a["status"]) {
-		return fmt.Errorf("expected %s to refuse a write with %s; seen: %v", a["pod"], a["status"], err)
-	}
-	r.t.Logf("refused as expected: %v", err)
-	return nil
+	return fmt.Errorf("expected %s to refuse a write with %s; it acknowledged all %d", a["pod"], a["status"], len(acked))
 }
 
 // stepVolumeStats reads kubelet's summary of a pod's volume (which kubelet

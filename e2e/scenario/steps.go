@@ -116,7 +116,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "fill the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFillFS},
 	{Name: "free the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFreeFS},
 	{Name: "put the copy on {node} back on the node's disk", Timeout: 30 * time.Second, run: stepDiskFS},
-	{Name: "a write through {pod} is refused with {status}", Timeout: 30 * time.Second, run: stepWriteRefused},
+	{Name: "write through {pod} until a write is refused with {status}", Timeout: 2 * time.Minute, Defines: true, run: stepWriteUntilRefused},
 	{Name: "the stats of {pod}'s volume show {capacity} MiB capacity and at most {available} MiB available", Timeout: 3 * time.Minute, run: stepVolumeStats},
 	{Name: "every driver recovered from every error about the volume", Timeout: 30 * time.Second, run: stepDriversRecovered},
 	{Name: "restart kubelet on {node}", Timeout: time.Minute, run: stepRestartKubelet},
