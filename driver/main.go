@@ -57,7 +57,7 @@ func main() {
 	flag.StringVar(&o.nodeID, "node-id", "", "name of this node (required)")
 	flag.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
 	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
-	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz endpoint; empty disables it")
+	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz and /readyz endpoints; empty disables them")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
 	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	flag.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
@@ -134,6 +134,7 @@ func run(ctx context.Context, o options) error {
 	klog.InfoS("Serving CSI", "driver", node.DriverName, "version", version, "endpoint", socket, "node", o.nodeID)
 
 	checks := []check{{"CSI socket", func() error { return dial(socket) }}}
+	var ready []check // what /readyz adds: this node can mount
 	if o.registrationDir != "" {
 		regPath := registration.SocketPath(o.registrationDir, node.DriverName)
 		regSrv := registration.New(node.DriverName, socket)
@@ -151,6 +152,12 @@ func run(ctx context.Context, o options) error {
 			}
 			return dial(regPath)
 		}})
+		ready = append(ready, check{"kubelet registration accepted", func() error {
+			if !regSrv.Registered() {
+				return errors.New("kubelet has not registered the driver yet")
+			}
+			return nil
+		}})
 	}
 	if !o.standalone {
 		checks = append(checks, check{"reclaim controller", func() error {
@@ -161,7 +168,7 @@ func run(ctx context.Context, o options) error {
 		}})
 	}
 	if o.healthAddress != "" {
-		h := &http.Server{Addr: o.healthAddress, Handler: healthz(checks), ReadHeaderTimeout: 5 * time.Second}
+		h := &http.Server{Addr: o.healthAddress, Handler: healthz(checks, ready), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Health server stopped")
@@ -182,11 +189,18 @@ type check struct {
 	err  func() error
 }
 
-// healthz answers 200 while every check passes, else 503 naming the first
-// that failed.
-func healthz(checks []check) http.Handler {
+// healthz serves /healthz, 200 while every check passes, and /readyz, 200
+// while every check and every ready check passes; else 503 naming the
+// first that failed.
+func healthz(checks, ready []check) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/healthz", answer(checks))
+	mux.Handle("/readyz", answer(append(append([]check{}, checks...), ready...)))
+	return mux
+}
+
+func answer(checks []check) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		for _, c := range checks {
 			if err := c.err(); err != nil {
 				http.Error(w, c.name+": "+err.Error(), http.StatusServiceUnavailable)
@@ -194,8 +208,7 @@ func healthz(checks []check) http.Handler {
 			}
 		}
 		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
+	}
 }
 
 // dial checks that a unix socket accepts connections.

@@ -15,7 +15,7 @@ func TestHealthzNamesTheFirstFailingCheck(t *testing.T) {
 	h := healthz([]check{
 		{"kubelet registration", func() error { return regErr }},
 		{"reclaim controller", func() error { return reclaimErr }},
-	})
+	}, nil)
 	for _, tc := range []struct {
 		name        string
 		reg, rec    error
@@ -32,6 +32,38 @@ func TestHealthzNamesTheFirstFailingCheck(t *testing.T) {
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 			assert.Equal(t, rec.Code, tc.code)
 			assert.Assert(t, strings.Contains(rec.Body.String(), tc.bodyContain), "body %q", rec.Body.String())
+		})
+	}
+}
+
+// The driver's pod is ready only once kubelet has registered the driver
+// (a DaemonSet rollout then moves to the next node only when this one can
+// mount), and never while it is not healthy.
+func TestReadyzWaitsForRegistration(t *testing.T) {
+	var healthErr, regErr error
+	h := healthz([]check{{"CSI socket", func() error { return healthErr }}},
+		[]check{{"kubelet registration accepted", func() error { return regErr }}})
+	for _, tc := range []struct {
+		name         string
+		health, reg  error
+		healthz      int
+		readyz       int
+		readyzSaying string
+	}{
+		{"registered", nil, nil, http.StatusOK, http.StatusOK, "ok"},
+		{"not registered yet", nil, errors.New("not yet"), http.StatusOK, http.StatusServiceUnavailable, "kubelet registration accepted: not yet"},
+		{"unhealthy", errors.New("gone"), nil, http.StatusServiceUnavailable, http.StatusServiceUnavailable, "CSI socket: gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			healthErr, regErr = tc.health, tc.reg
+			for path, want := range map[string]int{"/healthz": tc.healthz, "/readyz": tc.readyz} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				assert.Equal(t, rec.Code, want, "%s: %s", path, rec.Body.String())
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			assert.Assert(t, strings.Contains(rec.Body.String(), tc.readyzSaying), "body %q", rec.Body.String())
 		})
 	}
 }

@@ -56,6 +56,12 @@ func TestDeployRenders(t *testing.T) {
 	assert.Equal(t, len(containers), 1, "one container, no sidecars")
 	c := containers[0].(map[string]any)
 	assert.Equal(t, c["image"], "per-node.liken.sh/driver:test")
+	// An upgrade never runs two driver processes on one node, and moves to
+	// the next node only once this one's driver is registered.
+	surge, _, _ := unstructured.NestedFieldNoCopy(ds.Object, "spec", "updateStrategy", "rollingUpdate", "maxSurge")
+	assert.Equal(t, surge, int64(0), "the DaemonSet's rolling update must surge by 0")
+	readyz, _, _ := unstructured.NestedString(c, "readinessProbe", "httpGet", "path")
+	assert.Equal(t, readyz, "/readyz")
 	assert.Equal(t, c["securityContext"].(map[string]any)["privileged"], true)
 	assert.Equal(t, c["securityContext"].(map[string]any)["readOnlyRootFilesystem"], true)
 	propagation := map[string]any{}
