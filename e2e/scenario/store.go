@@ -548,6 +548,7 @@ func stepFoundOnDisk(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
+	r.t.Logf("%s opened its log with %d records, %d bytes of torn tail cut", a["pod"], st.RecordsOnDiskAtStart, st.TornBytesCut)
 	return r.heldInFirstLines(ctx, a["pod"], st.RecordsOnDiskAtStart, want, "on disk at start")
 }
 
