@@ -174,21 +174,31 @@ func stepKillNode(ctx context.Context, r *Run, a args) error {
 // stepKillStoreContainer sends SIGKILL to the store process of a pod, from
 // its node: the container dies mid-write, the pod and node stay.
 func stepKillStoreContainer(ctx context.Context, r *Run, a args) error {
+	return r.signalStore(ctx, a["pod"], "KILL")
+}
+
+// stepFreezeStoreContainer sends SIGSTOP to the store process of a pod: it
+// neither answers nor stops on SIGTERM, and keeps its mount until kubelet
+// kills it at the end of its grace period.
+func stepFreezeStoreContainer(ctx context.Context, r *Run, a args) error {
+	return r.signalStore(ctx, a["pod"], "STOP")
+}
+
+func (r *Run) signalStore(ctx context.Context, pod, signal string) error {
 	var p corev1.Pod
-	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
 		return err
 	}
 	script := fmt.Sprintf(`set -e
 id=$(crictl ps -q --name '^store$' --label io.kubernetes.pod.name=%s --label io.kubernetes.pod.namespace=%s)
 [ -n "$id" ] || { echo "no running store container" >&2; exit 1; }
 pid=$(crictl inspect --output go-template --template '{{.info.pid}}' $id)
-kill -KILL $pid
-echo "killed pid $pid of container $id"`, p.Name, p.Namespace)
+kill -%s $pid
+echo "sent SIG%s to pid $pid of container $id"`, p.Name, p.Namespace, signal, signal)
 	out, err := r.onNode(ctx, p.Spec.NodeName, "sh", "-c", script)
 	r.t.Logf("%s: %s", p.Spec.NodeName, strings.TrimSpace(out))
 	return err
 }
-
 // stepLeaveNotReadyAfter gives the deployment's pods tolerations of the
 // taints a node gets when it stops reporting (not-ready, unreachable) for
 // only the given seconds, instead of the default 300.

@@ -99,6 +99,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "the mount {mount} is still in place", Timeout: 30 * time.Second, run: stepMountUnchanged},
 	{Name: "event {reason} on pod {pod} names {holder} after the driver on {node} started", Timeout: 3 * time.Minute, run: stepEventSinceDriver},
 	{Name: "kill the store container of {pod}", Timeout: 30 * time.Second, run: stepKillStoreContainer},
+	{Name: "freeze the store container of {pod}", Timeout: 30 * time.Second, run: stepFreezeStoreContainer},
 	{Name: "kill node {node}", Timeout: 30 * time.Second, run: stepKillNode},
 	{Name: "watch the mounts of the copy on {node}", Timeout: 30 * time.Second, Defines: true, run: stepWatchMounts},
 	{Name: "stop {watch}: never more than one pod had the copy mounted", Timeout: 30 * time.Second, run: stepStopWatch},
