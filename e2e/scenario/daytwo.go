@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -185,8 +186,9 @@ func (r *Run) restoreDriver(ctx context.Context) {
 }
 
 // podMount is how a node's kernel shows a pod's volume mount: the mount
-// IDs (with device and root) at the pod's target. A new mount gets a new
-// ID, so an unmount and remount, however quick, changes it.
+// IDs (with device and root) at the pod's target and the unique ID of the
+// mount on top. A new mount gets a new unique ID, so an unmount and
+// remount, however quick, changes it.
 func (r *Run) podMount(ctx context.Context, pod string) (node string, mount []string, err error) {
 	var p corev1.Pod
 	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
@@ -207,7 +209,31 @@ func (r *Run) podMount(ctx context.Context, pod string) (node string, mount []st
 		return "", nil, fmt.Errorf("node %s shows nothing mounted at %s (pod %s)", p.Spec.NodeName, target, pod)
 	}
 	slices.Sort(mount)
-	return p.Spec.NodeName, mount, nil
+	// mountinfo's IDs are reused at once after an unmount; the kernel's
+	// unique mount ID (statx, Linux 6.8+) never is.
+	unique, err := r.uniqueMountID(ctx, p.Spec.NodeName, target)
+	if err != nil {
+		return "", nil, err
+	}
+	return p.Spec.NodeName, append(mount, "unique id "+unique), nil
+}
+
+// uniqueMountID is the never-reused ID of the mount at path in a kind
+// node's mount namespace, read through the node container's /proc root.
+func (r *Run) uniqueMountID(ctx context.Context, node, path string) (string, error) {
+	pid, err := harness.Run(ctx, r.env.Repo, "docker", "inspect", "-f", "{{.State.Pid}}", node)
+	if err != nil {
+		return "", err
+	}
+	var st unix.Statx_t
+	full := "/proc/" + strings.TrimSpace(pid) + "/root" + path
+	if err := unix.Statx(unix.AT_FDCWD, full, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID_UNIQUE, &st); err != nil {
+		return "", fmt.Errorf("statx %s: %w", full, err)
+	}
+	if st.Mask&unix.STATX_MNT_ID_UNIQUE == 0 {
+		return "", fmt.Errorf("statx %s: this kernel gives no unique mount ID (Linux 6.8+ does)", full)
+	}
+	return strconv.FormatUint(st.Mnt_id, 10), nil
 }
 
 func stepPickMount(ctx context.Context, r *Run, a args) error {

@@ -199,6 +199,7 @@ echo "sent SIG%s to pid $pid of container $id"`, p.Name, p.Namespace, signal, si
 	r.t.Logf("%s: %s", p.Spec.NodeName, strings.TrimSpace(out))
 	return err
 }
+
 // stepLeaveNotReadyAfter gives the deployment's pods tolerations of the
 // taints a node gets when it stops reporting (not-ready, unreachable) for
 // only the given seconds, instead of the default 300.
