@@ -662,7 +662,8 @@ func stepWriteUntilRefused(ctx context.Context, r *Run, a args) error {
 			continue
 		}
 		if ctx.Err() != nil {
-			return err
+			return fmt.Errorf("expected %s to refuse a write with %s; it acknowledged %d before the step's time ran out: %w",
+				a["pod"], a["status"], len(acked), err)
 		}
 		if !strings.Contains(err.Error(), a["status"]) {
 			return fmt.Errorf("expected %s to refuse a write with %s; seen: %v", a["pod"], a["status"], err)
