@@ -163,7 +163,9 @@ func stepDrainBoth(ctx context.Context, r *Run, a args) error {
 
 // stepDrainEachWorker is a rolling node upgrade: every worker in turn is
 // cordoned and drained with kubectl's drain, then uncordoned, and the next
-// one waits until the deployment has n ready pods again.
+// one waits until the deployment has n ready pods again, each of which held
+// the list when it turned ready (checked at every turn: a pod that started
+// on a fresh node is drained away again later).
 func stepDrainEachWorker(ctx context.Context, r *Run, a args) error {
 	workers, err := r.workers(ctx)
 	if err != nil {
@@ -179,10 +181,13 @@ func stepDrainEachWorker(ctx context.Context, r *Run, a args) error {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err := stepDeploymentReady(wctx, r, args{"name": a["name"], "n": a["n"]})
 		cancel()
+		if err == nil {
+			err = stepEveryHeldWhenReady(ctx, r, args{"raw:list": a["raw:list"]})
+		}
 		if err != nil {
 			return fmt.Errorf("after draining %s: %w", w.Name, err)
 		}
-		r.t.Logf("%s drained and back; deployment %s has %s ready pods", w.Name, a["name"], a["n"])
+		r.t.Logf("%s drained and back; deployment %s has %s ready pods, each held %s when it turned ready", w.Name, a["name"], a["n"], a["raw:list"])
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "evict pod {pod} is refused", Timeout: 15 * time.Second, run: stepEvictRefused},
 	{Name: "evict pod {pod} is refused until deployment {name} has {n} ready pods", Timeout: 30 * time.Second, run: stepEvictRefusedUntil},
 	{Name: "drain {node}", Timeout: time.Minute, run: stepDrain},
-	{Name: "drain every worker in turn, each uncordoned and deployment {name} ready {n} before the next", Timeout: 10 * time.Minute, run: stepDrainEachWorker},
+	{Name: "drain every worker in turn; before the next, deployment {name} has {n} ready pods that each held {list} when it turned ready", Timeout: 10 * time.Minute, run: stepDrainEachWorker},
 	{Name: "drain {node} and {other} at the same moment", Timeout: time.Minute, run: stepDrainBoth},
 	{Name: "store write {n} records", Timeout: 30 * time.Second, Defines: true, run: stepWrite},
 	{Name: "store write {n} records through {pod}", Timeout: 30 * time.Second, Defines: true, run: stepWrite},
@@ -525,7 +525,7 @@ func (r *Run) waitEventSince(ctx context.Context, ns, name, reason, text, what s
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		events, err := r.events(ctx, ns, name)
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		var seen []string
 		for _, e := range events {
