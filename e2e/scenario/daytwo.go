@@ -844,3 +844,27 @@ func stepDriversRecovered(ctx context.Context, r *Run, _ args) error {
 	}
 	return nil
 }
+
+// stepKeepMountBusy starts a process on the pod's node whose working
+// directory is the pod's mount of the copy, for the given time: until it
+// ends, unmounting that target fails with EBUSY, as it would while
+// something on the node still uses the old pod's mount.
+func stepKeepMountBusy(ctx context.Context, r *Run, a args) error {
+	d, err := time.ParseDuration(a["duration"])
+	if err != nil {
+		return err
+	}
+	var p corev1.Pod
+	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+		return err
+	}
+	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	if _, err := harness.Run(ctx, r.env.Repo, "docker", "exec", "-d", p.Spec.NodeName, "sh", "-c",
+		fmt.Sprintf("cd %s && exec sleep %d", target, int(d.Seconds()))); err != nil {
+		return err
+	}
+	return harness.Until(ctx, "a process in "+target, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		out, err := r.onNode(ctx, p.Spec.NodeName, "sh", "-c", "for d in /proc/[0-9]*; do [ \"$(readlink $d/cwd)\" = \""+target+"\" ] && echo ${d#/proc/}; done; true")
+		return strings.TrimSpace(out) != "", fmt.Sprint(err), nil
+	})
+}

@@ -163,13 +163,22 @@ func stepDrainBoth(ctx context.Context, r *Run, a args) error {
 
 // stepDrainEachWorker is a rolling node upgrade: every worker in turn is
 // cordoned and drained with kubectl's drain, then uncordoned, and the next
-// one waits until the deployment has n ready pods again, each of which held
-// the list when it turned ready (checked at every turn: a pod that started
-// on a fresh node is drained away again later).
+// one waits until the deployment has n ready pods again, each of which, if
+// it started during the upgrade, held the list when it turned ready
+// (checked at every turn: a pod that started on a fresh node is drained
+// away again later).
 func stepDrainEachWorker(ctx context.Context, r *Run, a args) error {
 	workers, err := r.workers(ctx)
 	if err != nil {
 		return err
+	}
+	before, err := r.storePods(ctx)
+	if err != nil {
+		return err
+	}
+	old := map[string]bool{}
+	for _, p := range before {
+		old[p.Name] = true
 	}
 	for _, w := range workers {
 		if err := r.drainNode(ctx, w.Name); err != nil {
@@ -182,12 +191,30 @@ func stepDrainEachWorker(ctx context.Context, r *Run, a args) error {
 		err := stepDeploymentReady(wctx, r, args{"name": a["name"], "n": a["n"]})
 		cancel()
 		if err == nil {
-			err = stepEveryHeldWhenReady(ctx, r, args{"raw:list": a["raw:list"]})
+			err = r.newPodsHeldWhenReady(ctx, old, a)
 		}
 		if err != nil {
 			return fmt.Errorf("after draining %s: %w", w.Name, err)
 		}
-		r.t.Logf("%s drained and back; deployment %s has %s ready pods, each held %s when it turned ready", w.Name, a["name"], a["n"], a["raw:list"])
+		r.t.Logf("%s drained and back; deployment %s has %s ready pods, each started since held %s when it turned ready", w.Name, a["name"], a["n"], a["raw:list"])
+	}
+	return nil
+}
+
+// newPodsHeldWhenReady checks every store pod not in old: it held the list
+// when it turned ready.
+func (r *Run) newPodsHeldWhenReady(ctx context.Context, old map[string]bool, a args) error {
+	pods, err := r.servingStorePods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if old[p.Name] {
+			continue
+		}
+		if err := stepHeldWhenReady(ctx, r, args{"pod": p.Name, "raw:list": a["raw:list"]}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
