@@ -4,6 +4,10 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func TestUnrecoveredCallsAreTheLastErrorsPerTarget(t *testing.T) {
@@ -35,3 +39,38 @@ func TestPodsMountingReadsPodUIDsFromTheMountTable(t *testing.T) {
 	assert.DeepEqual(t, podsMounting(table, "pv1"), []string{"aaa", "bbb"})
 	assert.Equal(t, len(podsMounting(table, "pv3")), 0)
 }
+
+func TestOneDriverPerNodeRefusesASurge(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		surge *intstr.IntOrString
+		ok    bool
+	}{
+		{"unset", nil, true},
+		{"zero", ptr(intstr.FromInt32(0)), true},
+		{"zero percent", ptr(intstr.FromString("0%")), true},
+		{"one", ptr(intstr.FromInt32(1)), false},
+		{"ten percent", ptr(intstr.FromString("10%")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type: appsv1.RollingUpdateDaemonSetStrategyType, RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: tc.surge}}}}
+			assert.Equal(t, oneDriverPerNode(ds) == nil, tc.ok, "%v", oneDriverPerNode(ds))
+		})
+	}
+}
+
+func TestRunningTwiceNamesANodeWithTwoRunningDrivers(t *testing.T) {
+	pod := func(name, node string, running bool) corev1.Pod {
+		st := corev1.ContainerState{}
+		if running {
+			st.Running = &corev1.ContainerStateRunning{}
+		}
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: driverContainer, State: st}}}}
+	}
+	assert.Equal(t, runningTwice([]corev1.Pod{pod("a", "n1", true), pod("b", "n2", true), pod("c", "n1", false)}), "")
+	assert.Equal(t, runningTwice([]corev1.Pod{pod("a", "n1", true), pod("b", "n1", true)}), "node n1: a, b")
+}
+
+func ptr[T any](v T) *T { return &v }
