@@ -67,7 +67,6 @@ var vocabulary = compile([]*stepDef{
 	{Name: "store pod {pod} found {list} on disk at start", Timeout: 30 * time.Second, run: stepFoundOnDisk},
 	{Name: "every store pod found {list} on disk at start", Timeout: 30 * time.Second, run: stepEveryFoundOnDisk},
 	{Name: "store pod {pod} held {list} when it turned ready", Timeout: 30 * time.Second, run: stepHeldWhenReady},
-	{Name: "every store pod held {list} when it turned ready", Timeout: 30 * time.Second, run: stepEveryHeldWhenReady},
 	{Name: "store pods run on {n} distinct nodes", Timeout: 30 * time.Second, run: stepDistinctNodes},
 	{Name: "copy on {node} holds {list}", Timeout: 30 * time.Second, run: stepCopyHolds},
 	{Name: "the copy on every store pod's node holds {list}", Timeout: 30 * time.Second, run: stepEveryCopyHolds},

@@ -582,24 +582,6 @@ func stepHeldWhenReady(ctx context.Context, r *Run, a args) error {
 	return r.heldInFirstLines(ctx, a["pod"], st.RecordsAtReady, want, "when it turned ready at "+st.ReadyAt.Format(time.RFC3339Nano))
 }
 
-// stepEveryHeldWhenReady: every store pod held the list when it turned
-// ready.
-func stepEveryHeldWhenReady(ctx context.Context, r *Run, a args) error {
-	pods, err := r.storePods(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if err := stepHeldWhenReady(ctx, r, args{"pod": p.Name, "raw:list": a["raw:list"]}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (r *Run) heldInFirstLines(ctx context.Context, pod string, lines int, want []kv.Record, when string) error {
 	node, err := r.nodeOfPod(ctx, pod)
 	if err != nil {
