@@ -247,9 +247,27 @@ func stepWrite(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	recs, err := r.put(ctx, pod, r.writePrefix(a["as"]), n)
-	if err != nil || len(recs) != n {
-		return fmt.Errorf("%d of %d writes were acknowledged by %s: %v", len(recs), n, pod, err)
+	// A write the store refuses with 503 ("not acknowledged ... retry") is
+	// not lost, it was never acknowledged: a client retries it, as here,
+	// until the step's time runs out. Any other error ends the step.
+	var recs []kv.Record
+	refused := 0
+	for attempt := 0; len(recs) < n; attempt++ {
+		got, err := r.put(ctx, pod, r.writePrefix(a["as"])+"-"+strconv.Itoa(attempt), n-len(recs))
+		recs = append(recs, got...)
+		if err == nil && len(got) == 0 {
+			return fmt.Errorf("%s answered a write of %d records with none", pod, n-len(recs))
+		}
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "503 Service Unavailable") || sleep(ctx, 500*time.Millisecond) != nil {
+			return fmt.Errorf("%d of %d writes were acknowledged by %s (%d refused with 503 and retried): %v", len(recs), n, pod, refused, err)
+		}
+		refused++
+	}
+	if refused > 0 {
+		r.t.Logf("%s refused %d writes with 503 (retry) before acknowledging all %d", pod, refused, n)
 	}
 	r.defineWritten(a["as"], recs)
 	return nil
