@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
 	"liken.sh/per-node/driver/internal/node"
 	"liken.sh/per-node/driver/internal/reclaim"
@@ -57,7 +58,7 @@ func main() {
 	flag.StringVar(&o.nodeID, "node-id", "", "name of this node (required)")
 	flag.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
 	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
-	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz and /readyz endpoints; empty disables them")
+	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz, /readyz and /metrics endpoints; empty disables them")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
 	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	flag.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
@@ -99,7 +100,10 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(), KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL}
+	m := metrics.New()
+	m.ForClientGo()
+	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(),
+		KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL, Metrics: m}
 	if !o.standalone {
 		cfg.Tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
 	}
@@ -109,7 +113,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var reclaimStopped atomic.Bool
 	if !o.standalone {
-		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv)
+		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv, m)
 		go func() {
 			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {
@@ -123,7 +127,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	g := rpcserver.New()
+	g := rpcserver.New(m)
 	csi.RegisterIdentityServer(g, srv)
 	csi.RegisterNodeServer(g, srv)
 	go func() {
@@ -168,7 +172,7 @@ func run(ctx context.Context, o options) error {
 		}})
 	}
 	if o.healthAddress != "" {
-		h := &http.Server{Addr: o.healthAddress, Handler: healthz(checks, ready), ReadHeaderTimeout: 5 * time.Second}
+		h := &http.Server{Addr: o.healthAddress, Handler: endpoints(checks, ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Health server stopped")
@@ -189,11 +193,12 @@ type check struct {
 	err  func() error
 }
 
-// healthz serves /healthz, 200 while every check passes, and /readyz, 200
-// while every check and every ready check passes; else 503 naming the
-// first that failed.
-func healthz(checks, ready []check) http.Handler {
+// endpoints serves /healthz, 200 while every check passes, and /readyz, 200
+// while every check and every ready check passes, else 503 naming the first
+// that failed; and /metrics.
+func endpoints(checks, ready []check, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
 	mux.Handle("/healthz", answer(checks))
 	mux.Handle("/readyz", answer(append(append([]check{}, checks...), ready...)))
 	return mux

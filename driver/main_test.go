@@ -8,14 +8,16 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"liken.sh/per-node/driver/internal/metrics"
 )
 
 func TestHealthzNamesTheFirstFailingCheck(t *testing.T) {
 	var regErr, reclaimErr error
-	h := healthz([]check{
+	h := endpoints([]check{
 		{"kubelet registration", func() error { return regErr }},
 		{"reclaim controller", func() error { return reclaimErr }},
-	}, nil)
+	}, nil, http.NotFoundHandler())
 	for _, tc := range []struct {
 		name        string
 		reg, rec    error
@@ -41,8 +43,8 @@ func TestHealthzNamesTheFirstFailingCheck(t *testing.T) {
 // mount), and never while it is not healthy.
 func TestReadyzWaitsForRegistration(t *testing.T) {
 	var healthErr, regErr error
-	h := healthz([]check{{"CSI socket", func() error { return healthErr }}},
-		[]check{{"kubelet registration accepted", func() error { return regErr }}})
+	h := endpoints([]check{{"CSI socket", func() error { return healthErr }}},
+		[]check{{"kubelet registration accepted", func() error { return regErr }}}, http.NotFoundHandler())
 	for _, tc := range []struct {
 		name         string
 		health, reg  error
@@ -74,4 +76,15 @@ func TestNoClusterIsAnErrorWithoutStandalone(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	_, err := kubeClients("")
 	assert.ErrorContains(t, err, "--standalone")
+}
+
+// /metrics is served on the health port, in the Prometheus text format.
+func TestMetricsAreServedBesideHealth(t *testing.T) {
+	m := metrics.New()
+	m.Refused(metrics.RefusedHeld)
+	h := endpoints(nil, nil, m.Handler())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, rec.Code, http.StatusOK)
+	assert.Assert(t, strings.Contains(rec.Body.String(), `per_node_mount_refusals_total{reason="held"} 1`), "body:\n%s", rec.Body.String())
 }

@@ -231,6 +231,7 @@ func (s *Server) removeTrashEntry(path, handle string) error {
 		return err
 	}
 	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.bytes, "files", used.inodes)
+	s.metrics.Freed(used.bytes)
 	if handle != "" && s.tracker != nil {
 		s.tracker.Event(context.Background(), handle, "Normal", "CopyRemoved",
 			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.bytes))

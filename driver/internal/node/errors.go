@@ -10,6 +10,7 @@ import (
 
 	"liken.sh/per-node/driver/internal/holders"
 	"liken.sh/per-node/driver/internal/layout"
+	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/reclaim"
 )
 
@@ -55,7 +56,7 @@ func (s *Server) toStatus(op, handle string, err error) error {
 	var held *HeldError
 	switch {
 	case errors.As(err, &held):
-		s.refused(handle, held.Error())
+		s.refused(handle, metrics.RefusedHeld, held.Error())
 		return status.Errorf(codes.FailedPrecondition,
 			"%s: one pod per node may use a per-node volume; this pod will start once %s leaves node %s",
 			held.Error(), held.Holder.Who(), s.nodeID)
@@ -72,13 +73,13 @@ func (s *Server) toStatus(op, handle string, err error) error {
 	case errors.Is(err, ErrNotFound):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v", op, handle, err)
 	case errors.Is(err, reclaim.ErrDeleting):
-		s.refused(handle, "the PersistentVolume is being deleted")
+		s.refused(handle, metrics.RefusedDeleting, "the PersistentVolume is being deleted")
 		return status.Errorf(codes.FailedPrecondition,
 			"%s volume %q: the PersistentVolume is being deleted and its copies with it; it is not mounted again", op, handle)
 	case errors.Is(err, reclaim.ErrNoVolume):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v; the volumeHandle must be the PersistentVolume's name", op, handle, err)
 	case errors.Is(err, reclaim.ErrNotOurs):
-		s.refused(handle, err.Error())
+		s.refused(handle, metrics.RefusedNotOurs, err.Error())
 		return status.Errorf(codes.FailedPrecondition, "%s volume %q: %v; nothing was created or recorded", op, handle, err)
 	case errors.Is(err, reclaim.ErrConflict):
 		return status.Errorf(codes.Aborted, "%s volume %q on node %s: %v; kubelet retries", op, handle, s.nodeID, err)
@@ -97,7 +98,8 @@ func (s *Server) toStatus(op, handle string, err error) error {
 }
 
 // refused tells the PV's story when a mount is refused.
-func (s *Server) refused(handle, why string) {
+func (s *Server) refused(handle, reason, why string) {
+	s.metrics.Refused(reason)
 	if s.tracker != nil {
 		s.tracker.Event(context.Background(), handle, "Warning", "MountRefused", "node "+s.nodeID+": "+why)
 	}

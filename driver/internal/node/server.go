@@ -16,6 +16,7 @@ import (
 
 	"liken.sh/per-node/driver/internal/holders"
 	"liken.sh/per-node/driver/internal/layout"
+	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// KubeletDir, when set, is kubelet's root directory: every target path
 	// must lie under its pods directory.
 	KubeletDir string
+	// Metrics counts refusals and removals, and is given the node's copies
+	// to report (nil: no metrics).
+	Metrics *metrics.Metrics
 }
 
 // Server implements csi.IdentityServer and csi.NodeServer.
@@ -58,6 +62,7 @@ type Server struct {
 	podsDir string
 	holders *holders.Index
 	usage   *usageCache
+	metrics *metrics.Metrics
 	// locks serialises work on one handle. Hashing into many mutexes keeps
 	// unrelated volumes from waiting on each other.
 	locks keymutex.KeyMutex
@@ -95,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 		podsDir: podsDir(cfg.KubeletDir),
 		usage:   newUsageCache(statsTTL(cfg.StatsTTL)),
 		locks:   keymutex.NewHashed(256),
+		metrics: cfg.Metrics,
 	}
 	if cfg.MountInfo == "" {
 		cfg.MountInfo = mounts.ProcSelfMountInfo
@@ -102,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.seedHolders(cfg.MountInfo); err != nil {
 		return nil, err
 	}
+	cfg.Metrics.Register(copiesCollector{s})
 	return s, nil
 }
 

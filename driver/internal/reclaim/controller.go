@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/metrics"
 )
 
 // resync re-examines every PV from the informer's cache (no API call) as a
@@ -59,17 +62,24 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	pvs     listersv1.PersistentVolumeLister
 	nodes   cache.GenericLister
+	metrics *metrics.Metrics
+	// synced is set once the caches have synced (and pvs is set).
+	synced atomic.Bool
 }
 
 // NewController returns the controller of node. meta watches Nodes as
-// metadata only.
-func NewController(client kubernetes.Interface, meta metadata.Interface, node string, copies Copies) *Controller {
-	return &Controller{client: client, meta: meta, node: node, copies: copies,
+// metadata only. m (may be nil) counts removals, and is given the records
+// this node holds to report.
+func NewController(client kubernetes.Interface, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
+	c := &Controller{client: client, meta: meta, node: node, copies: copies, metrics: m,
 		tracker: NewTracker(client, node, nil),
-		queue: workqueue.NewTypedRateLimitingQueue(
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// A copy held by a pod is retried at most 10 s apart, so it goes
 			// soon after the pod; retries of a held copy cost no API call.
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second))}
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "reclaim"})}
+	m.Register(recordsCollector{c})
+	return c
 }
 
 // Run reconciles until ctx ends. It returns an error if its caches never
@@ -116,6 +126,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return fmt.Errorf("the %v cache did not sync", gvr)
 		}
 	}
+	c.synced.Store(true)
 	if err := c.queueLocal(); err != nil {
 		return err
 	}
@@ -234,7 +245,7 @@ func (c *Controller) syncUncached(ctx context.Context, name string) error {
 	}
 	pv, err := getPVFresh(ctx, c.client, name)
 	if errors.Is(err, ErrNoVolume) {
-		return c.removeCopy(name, "its PersistentVolume no longer exists")
+		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
 	}
 	if err != nil {
 		return err
@@ -262,7 +273,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 	case uid != "" && uid != string(pv.UID):
 		return c.removeIfReplaced(ctx, pv.Name, uid)
 	case removable(pv):
-		if err := c.removeCopy(pv.Name, "its PersistentVolume is being deleted"); err != nil {
+		if err := c.removeCopy(pv.Name, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
 			return err
 		}
 		return Forget(ctx, c.client, pv.Name, c.node)
@@ -278,11 +289,11 @@ func (c *Controller) removeIfReplaced(ctx context.Context, name, uid string) err
 	fresh, err := getPVFresh(ctx, c.client, name)
 	switch {
 	case errors.Is(err, ErrNoVolume):
-		return c.removeCopy(name, "its PersistentVolume no longer exists")
+		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
 	case err != nil:
 		return err
 	case string(fresh.UID) != uid:
-		return c.removeCopy(name, "its PersistentVolume was deleted and created again")
+		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume was deleted and created again")
 	}
 	return nil // the cache was behind; the update event brings it back
 }
@@ -304,12 +315,13 @@ func (c *Controller) rerecord(ctx context.Context, pv *corev1.PersistentVolume) 
 	return nil
 }
 
-func (c *Controller) removeCopy(name, reason string) error {
+func (c *Controller) removeCopy(name, kind, reason string) error {
 	removed, err := c.copies.RemoveCopy(name)
 	if err != nil {
 		return fmt.Errorf("remove the copy (%s): %w", reason, err) // held: retried until the pod leaves
 	}
 	if removed {
+		c.metrics.Removed(kind)
 		klog.InfoS("Removed this node's copy", "volume_id", name, "reason", reason)
 	}
 	return nil

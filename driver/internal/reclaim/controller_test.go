@@ -79,7 +79,7 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 	}
 	c := fake.NewClientset(objs...)
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
-	ctl := NewController(c, meta, self, copies)
+	ctl := NewController(c, meta, self, copies, nil)
 	ctl.pvs = listersv1.NewPersistentVolumeLister(pvIndex)
 	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
 	return testController{Controller: ctl, client: c, meta: meta}

@@ -9,12 +9,15 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/metrics"
 )
 
 // SocketPath returns the file path of a unix:// endpoint (or a bare path).
@@ -51,9 +54,26 @@ func Listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// New returns a gRPC server that logs every call.
-func New() *grpc.Server {
-	return grpc.NewServer(grpc.UnaryInterceptor(logCall))
+// New returns a gRPC server that logs every call and counts it in m (may be
+// nil).
+func New(m *metrics.Metrics) *grpc.Server {
+	return grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		took := time.Since(start)
+		m.RPC(path.Base(info.FullMethod), status.Code(err).String(), took)
+		logCall(req, info, took, err)
+		return resp, err
+	}))
+}
+
+// periodic are the calls kubelet makes on a timer; a successful one is
+// logged at V(4) only.
+var periodic = map[string]bool{
+	"/csi.v1.Node/NodeGetVolumeStats":  true,
+	"/csi.v1.Node/NodeGetCapabilities": true,
+	"/csi.v1.Identity/Probe":           true,
+	"/csi.v1.Identity/GetPluginInfo":   true,
 }
 
 // Fields a CSI request may carry; the log line names whichever are present.
@@ -64,9 +84,10 @@ type (
 	contexter    interface{ GetVolumeContext() map[string]string }
 )
 
-func logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
+func logCall(req any, info *grpc.UnaryServerInfo, took time.Duration, err error) {
+	if err == nil && periodic[info.FullMethod] && !klog.V(4).Enabled() {
+		return
+	}
 	kv := []any{"method", info.FullMethod}
 	if r, ok := req.(volumeIDer); ok {
 		kv = append(kv, "volume_id", r.GetVolumeId())
@@ -81,11 +102,10 @@ func logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler g
 			kv = append(kv, "pod", ns+"/"+name)
 		}
 	}
-	kv = append(kv, "duration", time.Since(start), "code", status.Code(err).String())
+	kv = append(kv, "duration", took, "code", status.Code(err).String())
 	if err != nil {
 		klog.ErrorS(err, "RPC failed", kv...)
 	} else {
 		klog.InfoS("RPC", kv...)
 	}
-	return resp, err
 }

@@ -59,7 +59,7 @@ func serve(t *testing.T, path string, register func(*grpc.Server)) string {
 	t.Helper()
 	l, err := rpcserver.Listen(path)
 	assert.NilError(t, err)
-	g := rpcserver.New()
+	g := rpcserver.New(nil)
 	register(g)
 	go func() { _ = g.Serve(l) }()
 	t.Cleanup(g.Stop)
