@@ -22,9 +22,12 @@ build: ## Build the driver to bin/per-node.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(GO_LDFLAGS)' -o bin/per-node ./driver
 
 .PHONY: test
-test: ## gofmt, vet, unit tests, csi-sanity and fuzz seeds (real bind mounts: run as root).
+test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
+	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
+	go tool helm lint --strict charts/per-node
+	go tool helm lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
 
 .PHONY: fuzz

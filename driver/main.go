@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/metrics"
@@ -52,7 +54,8 @@ type options struct {
 }
 
 func main() {
-	klog.InitFlags(nil)
+	logs := logsapi.NewLoggingConfiguration()
+	logsapi.AddGoFlags(logs, flag.CommandLine) // -v, --vmodule, --logging-format=text|json
 	var o options
 	flag.StringVar(&o.endpoint, "endpoint", "unix:///var/lib/kubelet/plugins/per-node.liken.sh/csi.sock", "CSI endpoint (unix socket)")
 	flag.StringVar(&o.nodeID, "node-id", "", "name of this node (required)")
@@ -68,6 +71,10 @@ func main() {
 	if *showVersion {
 		fmt.Println(version)
 		return
+	}
+	if err := logsapi.ValidateAndApply(logs, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "per-node:", err)
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -24,7 +24,7 @@ import (
 const DriverName = "per-node.liken.sh"
 
 // RenderDeploy renders the kustomize base in deploy/ with the driver image
-// replaced by image, as `kubectl kustomize` would.
+// replaced by image (unless empty), as `kubectl kustomize` would.
 func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
 	fs := filesys.MakeFsOnDisk()
 	opts := krusty.MakeDefaultOptions()
@@ -43,7 +43,7 @@ func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
 		if err := u.UnmarshalJSON(raw); err != nil {
 			return nil, err
 		}
-		if u.GetKind() == "DaemonSet" {
+		if u.GetKind() == "DaemonSet" && image != "" {
 			if err := setImage(u, types.Image{Name: "per-node.liken.sh/driver", NewName: name, NewTag: tag}); err != nil {
 				return nil, err
 			}

@@ -1,0 +1,67 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Chart is the Helm chart's directory in the repository.
+func Chart(repo string) string { return filepath.Join(repo, "charts", "per-node") }
+
+// Helm runs the Helm that go.mod pins (`go tool helm`) in the repository.
+func Helm(ctx context.Context, repo string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm"}, args...)...)
+	cmd.Dir = repo
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 20))
+	}
+	return stdout.String(), nil
+}
+
+// RenderChart renders the chart as release per-node in namespace
+// per-node-system, as `helm template` does, with extra helm flags (--set,
+// --values).
+func RenderChart(ctx context.Context, repo string, flags ...string) (string, error) {
+	args := append([]string{"template", "per-node", Chart(repo), "--namespace", "per-node-system"}, flags...)
+	return Helm(ctx, repo, args...)
+}
+
+// Objects decodes a multi-document YAML stream, skipping empty documents.
+// Numbers decode as the API server reads them (int64 where whole).
+func Objects(manifest string) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
+	var out []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		if s := strings.TrimSpace(string(js)); s == "null" || s == "{}" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+}

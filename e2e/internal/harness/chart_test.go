@@ -1,0 +1,140 @@
+package harness
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/golden"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The chart renders as recorded, with its defaults and with every value set
+// (UPDATE: go test ./e2e/internal/harness -run ChartGolden -update).
+func TestChartGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		flags  []string
+	}{
+		{"chart-default.golden.yaml", nil},
+		{"chart-values.golden.yaml", []string{"--values", "e2e/internal/harness/testdata/chart-values.yaml"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			out, err := RenderChart(context.Background(), repoRoot(t), tc.flags...)
+			assert.NilError(t, err)
+			golden.Assert(t, out, tc.golden)
+		})
+	}
+}
+
+// One source of truth in two forms: the chart with its defaults renders the
+// same objects as deploy/ (the kustomize base), but for Helm's own labels
+// and the Namespace (Helm installs into one: --create-namespace).
+func TestChartAndDeployRenderTheSameObjects(t *testing.T) {
+	repo := repoRoot(t)
+	manifest, err := RenderChart(context.Background(), repo)
+	assert.NilError(t, err)
+	fromChart, err := Objects(manifest)
+	assert.NilError(t, err)
+	fromDeploy, err := RenderDeploy(repo, "")
+	assert.NilError(t, err)
+
+	chart, deploy := byKindAndName(fromChart), byKindAndName(fromDeploy)
+	delete(deploy, "Namespace/per-node-system")
+	assert.DeepEqual(t, sortedKeys(chart), sortedKeys(deploy))
+	for key, c := range chart {
+		if diff := cmp.Diff(withoutHelmLabels(deploy[key]), withoutHelmLabels(c)); diff != "" {
+			t.Errorf("%s differs between deploy/ (-) and the chart (+):\n%s", key, diff)
+		}
+	}
+}
+
+// kubeletDir moves every host path the driver uses under it; a digest wins
+// over a tag; the admission policy can be left out; a ServiceMonitor needs
+// the Service.
+func TestChartValues(t *testing.T) {
+	ctx := context.Background()
+	repo := repoRoot(t)
+	out, err := RenderChart(ctx, repo, "--set", "kubeletDir=/var/snap/microk8s/common/var/lib/kubelet/",
+		"--set", "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	assert.NilError(t, err)
+	objs, err := Objects(out)
+	assert.NilError(t, err)
+	ds := byKindAndName(objs)["DaemonSet/per-node-node"]
+	c := container(t, ds)
+	assert.Equal(t, c["image"], "per-node.liken.sh/driver@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	for _, a := range c["args"].([]any) {
+		if strings.Contains(a.(string), "kubelet") {
+			assert.Assert(t, strings.Contains(a.(string), "=/var/snap/microk8s/common/var/lib/kubelet") ||
+				strings.Contains(a.(string), "unix:///var/snap/microk8s/common/var/lib/kubelet/"), "arg %q", a)
+		}
+	}
+	for _, m := range c["volumeMounts"].([]any) {
+		path := m.(map[string]any)["mountPath"].(string)
+		assert.Assert(t, strings.HasPrefix(path, "/var/snap/microk8s/common/var/lib/kubelet/") || path == "/var/lib/per-node.liken.sh", "mountPath %q", path)
+	}
+	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
+	for _, v := range vols {
+		path, _, _ := unstructured.NestedString(v.(map[string]any), "hostPath", "path")
+		assert.Assert(t, strings.HasPrefix(path, "/var/snap/microk8s/common/var/lib/kubelet/") || path == "/var/lib/per-node.liken.sh", "hostPath %q", path)
+	}
+
+	out, err = RenderChart(ctx, repo, "--set", "admissionPolicy.enabled=false")
+	assert.NilError(t, err)
+	objs, err = Objects(out)
+	assert.NilError(t, err)
+	for key := range byKindAndName(objs) {
+		assert.Assert(t, !strings.HasPrefix(key, "ValidatingAdmissionPolicy"), "rendered %s with the policy off", key)
+	}
+
+	_, err = RenderChart(ctx, repo, "--set", "metrics.serviceMonitor.enabled=true")
+	assert.ErrorContains(t, err, "metrics.serviceMonitor.enabled needs metrics.service.enabled")
+}
+
+func container(t *testing.T, ds *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	assert.Assert(t, ds != nil, "no DaemonSet")
+	cs, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	assert.Equal(t, len(cs), 1)
+	return cs[0].(map[string]any)
+}
+
+func byKindAndName(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	m := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		m[o.GetKind()+"/"+o.GetName()] = o
+	}
+	return m
+}
+
+func sortedKeys(m map[string]*unstructured.Unstructured) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// helmLabels are the labels only Helm adds.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
+	if o == nil {
+		return nil
+	}
+	c := o.DeepCopy()
+	labels := c.GetLabels()
+	for _, l := range helmLabels {
+		delete(labels, l)
+	}
+	c.SetLabels(labels)
+	if len(labels) == 0 {
+		unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+	}
+	return c.Object
+}
+
