@@ -38,7 +38,7 @@ func TestScenarios(t *testing.T) {
 		f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 			start := time.Now()
 			defer func() { times[d.Name] = time.Since(start) }()
-			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, R: client(t, c),
+			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, Kubeconfig: c.KubeconfigFile(), R: client(t, c),
 				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings}
 			env.RunDoc(ctx, t, d)
 			return ctx

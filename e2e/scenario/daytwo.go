@@ -14,8 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"liken.sh/per-node/e2e/internal/harness"
@@ -77,7 +75,7 @@ func stepRollDriverBack(ctx context.Context, r *Run, _ args) error {
 	return r.rollDriver(ctx, r.vars["_driver_image"])
 }
 
-// rollDriver sets the DaemonSet's driver image and waits until every node
+// rollDriver upgrades the chart's release to image and waits until every node
 // runs a ready driver pod of it. The update strategy must never run two
 // driver processes on one node: it is checked before the roll, and every
 // poll during the roll counts the running driver containers on each node.
@@ -89,8 +87,8 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 	if err := oneDriverPerNode(ds); err != nil {
 		return err
 	}
-	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":%q}]}}}}`, driverContainer, image)
-	if err := r.env.R.Patch(ctx, ds, k8s.Patch{PatchType: types.StrategicMergePatchType, Data: []byte(patch)}); err != nil {
+	// The upgrade a user runs: helm upgrade to the new image tag.
+	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, image); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -25,7 +25,9 @@ import (
 type Env struct {
 	Repo    string
 	Cluster string
-	R       *resources.Resources
+	// Kubeconfig is the cluster's kubeconfig file (for helm).
+	Kubeconfig string
+	R          *resources.Resources
 	// Images maps image variables (store_image, probe_image) to names.
 	Images map[string]string
 	// Timings, when set, collects how long each kind of step took.
@@ -41,6 +43,8 @@ type Run struct {
 	records map[string][]kv.Record
 	writers map[string]*writer
 	watches map[string]*mountWatch
+	// metrics are the driver metrics noted per node.
+	metrics map[string]map[string]float64
 	// marks are moments steps noted (a kubelet restarted) for later steps.
 	marks map[string]time.Time
 	t     *testing.T
@@ -51,7 +55,7 @@ type Run struct {
 // whether it passes or fails.
 func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 	ns := "sc-" + rand.String(5)
-	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{}, watches: map[string]*mountWatch{}, marks: map[string]time.Time{},
+	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{}, watches: map[string]*mountWatch{}, metrics: map[string]map[string]float64{}, marks: map[string]time.Time{},
 		vars: map[string]string{"ns": ns, "pv": ns + "-store"}}
 	for k, v := range e.Images {
 		r.vars[k] = v

@@ -30,6 +30,25 @@ func Helm(ctx context.Context, repo string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
+// DriverNamespace and DriverRelease are where e2e installs the chart.
+const (
+	DriverNamespace = "per-node-system"
+	DriverRelease   = "per-node"
+)
+
+// HelmUpgrade installs the chart, or upgrades the release, with the driver
+// image image (repository:tag), as a user would: `helm upgrade --install`.
+func HelmUpgrade(ctx context.Context, repo, kubeconfig, image string) error {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return fmt.Errorf("image %q has no tag", image)
+	}
+	_, err := Helm(ctx, repo, "upgrade", "--install", DriverRelease, Chart(repo),
+		"--kubeconfig", kubeconfig, "--namespace", DriverNamespace,
+		"--set", "image.repository="+image[:i], "--set", "image.tag="+image[i+1:])
+	return err
+}
+
 // RenderChart renders the chart as release per-node in namespace
 // per-node-system, as `helm template` does, with extra helm flags (--set,
 // --values).

@@ -137,4 +137,3 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 	}
 	return c.Object
 }
-

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/klient/conf"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/support"
@@ -75,11 +78,14 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	objs, err := RenderDeploy(c.Repo, e.DriverImage)
-	if err != nil {
+	// As README's Install says: the namespace, labelled for privileged
+	// pods, then the chart.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DriverNamespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if err := r.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	if err := Apply(ctx, r, objs); err != nil {
+	if err := HelmUpgrade(ctx, c.Repo, e.Kubeconfig, e.DriverImage); err != nil {
 		return err
 	}
 	if err := WaitRolledOut(ctx, r, "per-node-system", "per-node-node", 3*time.Minute); err != nil {
