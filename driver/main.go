@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command per-node is the node plugin of the per-node.liken.sh CSI driver:
 // every node keeps its own copy of a volume, mounts it into one pod at a
 // time, and keeps it after the pod leaves.

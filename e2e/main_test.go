@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 // Package e2e proves per-node on a multi-node kind cluster. Run it with

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scenario reads the scenario documents in scenarios/ — Markdown
 // that a person reads as the guide — and runs them against a cluster.
 //

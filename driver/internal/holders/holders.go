@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package holders remembers which pod on this node holds each copy.
 //
 // The kernel is the source of truth: the index is seeded from the mount

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package layout maps volume handles to the directories that hold a node's
 // copies, and refuses every handle that is not a PersistentVolume name.
 //

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics holds the driver's Prometheus metrics: what its RPCs
 // answered and how long they took, the mounts it refused, the copies on this
 // node, their removal, the reclaim queue and the API requests it made.

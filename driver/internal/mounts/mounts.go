@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mounts bind-mounts a node's copies into pods and reads the kernel's
 // mount table to tell who holds a copy.
 //

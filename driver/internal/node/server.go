@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package node serves the CSI Identity and Node services of
 // per-node.liken.sh: each node keeps its own copy of a volume, bind-mounts it
 // into at most one pod at a time, and keeps it after the pod leaves.

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reclaim ties each node's copies to the PersistentVolume they
 // belong to, so that deleting the PV removes every copy on every node, and
 // nothing else. Nothing in Kubernetes tells a CSI driver that a static PV

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package registration registers the driver with kubelet in-process, the
 // way the node-driver-registrar sidecar would: it serves kubelet's plugin
 // registration API on a socket in kubelet's plugins_registry directory.

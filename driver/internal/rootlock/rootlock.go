@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rootlock makes one driver process the only one that works on a
 // node's root directory: a second process (a DaemonSet surge, a stray run)
 // gets a clear error instead of taking over the first one's sockets and

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command e2e-up brings up the e2e cluster with the driver installed and
 // leaves it running for a person to use (make up). It prints the kubeconfig.
 package main

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command pause is the sandbox process of every pod in the offline kind
 // node image: it holds the pod's namespaces, reaps orphans, and exits 0 on
 // SIGINT or SIGTERM.

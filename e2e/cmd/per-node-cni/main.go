@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command per-node-cni is the pod network of the offline kind clusters, in
 // place of kind's kindnetd (whose image cannot be had without a registry).
 // It runs on every node with the host's network and:

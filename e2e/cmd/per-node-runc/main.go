@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command per-node-runc runs containers on hosts whose capability bounding
 // set is smaller than a privileged container asks for (here: no
 // CAP_SYS_RESOURCE). Placed in front of runc, as dockerd's default runtime on

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package harness
 
 import (
@@ -16,7 +19,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
@@ -32,7 +34,6 @@ func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render deploy/: %w", err)
 	}
-	name, tag, _ := strings.Cut(image, ":")
 	var out []*unstructured.Unstructured
 	for _, r := range resMap.Resources() {
 		raw, err := r.MarshalJSON()
@@ -44,7 +45,7 @@ func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
 			return nil, err
 		}
 		if u.GetKind() == "DaemonSet" && image != "" {
-			if err := setImage(u, types.Image{Name: "per-node.liken.sh/driver", NewName: name, NewTag: tag}); err != nil {
+			if err := setImage(u, "per-node.liken.sh/driver", image); err != nil {
 				return nil, err
 			}
 		}
@@ -53,15 +54,18 @@ func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-func setImage(ds *unstructured.Unstructured, img types.Image) error {
+// setImage sets the image of every container of ds whose image is name
+// (with any tag or digest) to image.
+func setImage(ds *unstructured.Unstructured, name, image string) error {
 	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
 	if err != nil {
 		return err
 	}
 	for _, c := range containers {
 		m := c.(map[string]any)
-		if n, _, _ := strings.Cut(m["image"].(string), ":"); n == img.Name {
-			m["image"] = img.NewName + ":" + img.NewTag
+		current, _ := m["image"].(string)
+		if current == name || strings.HasPrefix(current, name+":") || strings.HasPrefix(current, name+"@") {
+			m["image"] = image
 		}
 	}
 	return unstructured.SetNestedSlice(ds.Object, containers, "spec", "template", "spec", "containers")

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness brings up what the e2e suite runs against: a kind cluster
 // from the repository's config (reused when it exists), the images the tests
 // run (built here, loaded into every node), and the driver installed from

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ocishim edits the OCI runtime spec runc is about to use, so that
 // privileged containers run on hosts with a reduced capability bounding set.
 // See e2e/cmd/per-node-runc.

@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package podnet keeps a kind node's pod network: a CNI config over the
 // node's podCIDR, and a route to every other node's podCIDR.
 package podnet
