@@ -10,8 +10,13 @@ IMAGE   ?= per-node.liken.sh/driver:$(VERSION)
 # Build stage and runtime base of the driver image (see Dockerfile).
 BASE_IMAGE ?= scratch
 GO_IMAGE   ?= golang:1.26-bookworm
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 BENCHTIME  ?= 5000x
+# The tools go.mod does not need to build the driver (Helm, golangci-lint),
+# pinned in tools.mod so that the driver's module graph stays its own.
+HELM := go tool -modfile=tools.mod helm
+GOLANGCI_LINT := go tool -modfile=tools.mod golangci-lint
 
 .PHONY: help
 help: ## List the targets.
@@ -26,9 +31,14 @@ test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
-	go tool helm lint --strict charts/per-node
-	go tool helm lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
+	go mod tidy -modfile=tools.mod -diff || { echo "tools.mod is not tidy: run go mod tidy -modfile=tools.mod" >&2; exit 1; }
+	$(HELM) lint --strict charts/per-node
+	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
+
+.PHONY: lint
+lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code, errorlint, misspell, ...).
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the handle validation and the reading of node records, FUZZTIME each (default 60s).
@@ -48,8 +58,14 @@ bench-memory: ## Peak RSS of measuring and removing a copy of 1,000,000 files in
 	go test -run '^$$' -bench 'TreeMillionFiles' -benchtime 1x ./driver/internal/node | grep -E '^(tree-|Benchmark)'
 
 .PHONY: image
-image: ## Build the driver image $(IMAGE) (BASE_IMAGE selects the runtime base).
-	docker build --build-arg GO_IMAGE=$(GO_IMAGE) --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Build the driver image $(IMAGE) (no registry needed: falls back to an offline Go base).
+	e2e/host/docker.sh
+	docker build --build-arg GO_IMAGE="$${GO_IMAGE:-$$(e2e/host/go-image.sh $(GO_IMAGE))}" --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+.PHONY: release
+release: ## For VERSION: image tarball, install YAML and packaged chart in _out/release/VERSION (no registry).
+	e2e/host/release.sh $(VERSION)
 
 .PHONY: node-image
 node-image: ## Build the offline kind node image (no registry needed; cached by its inputs).

@@ -62,12 +62,16 @@ build_extras() {
 build_own() {
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./e2e/cmd/pause ./e2e/cmd/per-node-cni ./e2e/cmd/per-node-runc)
 }
-cached kubernetes "$(hash_of "$here/versions.env" "$here/build-kubernetes.sh" "$here/kubernetes/go.mod")" build_kubernetes
-cached etcd "$(hash_of "$here/versions.env" "$here/etcd/go.mod")" build_etcd
-cached extras "$versions_key" build_extras
-own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
-own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
-cached own "$own_key" build_own
+# BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
+# registry), written to $out/bases.env.
+if [[ -z "${BASES_ONLY:-}" ]]; then
+  cached kubernetes "$(hash_of "$here/versions.env" "$here/build-kubernetes.sh" "$here/kubernetes/go.mod")" build_kubernetes
+  cached etcd "$(hash_of "$here/versions.env" "$here/etcd/go.mod")" build_etcd
+  cached extras "$versions_key" build_extras
+  own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
+  own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
+  cached own "$own_key" build_own
+fi
 
 # --- Debian base ------------------------------------------------------------
 packages=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,containerd,runc,socat
@@ -109,6 +113,8 @@ build_go_image() {
   rm -rf "$ctx"
 }
 built "$GO_IMAGE" "go image" build_go_image
+printf 'BASE_IMAGE=%s\nGO_IMAGE=%s\n' "$BASE_IMAGE" "$GO_IMAGE" > "$out/bases.env"
+if [[ -n "${BASES_ONLY:-}" ]]; then exit 0; fi
 
 # --- component images -------------------------------------------------------
 # image NAME FROM BINARY PATH: a one-binary image.

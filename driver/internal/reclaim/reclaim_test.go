@@ -1,3 +1,6 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package reclaim
 
 import (
@@ -198,7 +201,7 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 			}
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			for _, other := range []error{ErrConflict, ErrForbidden, ErrAPI} {
-				if other != tc.want {
+				if !errors.Is(other, tc.want) {
 					assert.Assert(t, !errors.Is(err, other), "%v is also reported as %v", err, other)
 				}
 			}

@@ -1,9 +1,13 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package harness
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -18,9 +22,10 @@ import (
 // Chart is the Helm chart's directory in the repository.
 func Chart(repo string) string { return filepath.Join(repo, "charts", "per-node") }
 
-// Helm runs the Helm that go.mod pins (`go tool helm`) in the repository.
+// Helm runs the Helm that tools.mod pins (`go tool -modfile=tools.mod helm`)
+// in the repository.
 func Helm(ctx context.Context, repo string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm"}, args...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools.mod", "helm"}, args...)...)
 	cmd.Dir = repo
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -64,7 +69,7 @@ func Objects(manifest string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
