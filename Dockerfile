@@ -18,5 +18,13 @@ ARG VERSION=dev
 RUN go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/per-node ./driver
 
 FROM ${BASE_IMAGE}
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="per-node" \
+      org.opencontainers.image.description="The per-node.liken.sh CSI driver: every node keeps its own copy of a volume" \
+      org.opencontainers.image.source="https://github.com/liken-sh/per-node" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/per-node /usr/local/bin/per-node
 ENTRYPOINT ["/usr/local/bin/per-node"]
