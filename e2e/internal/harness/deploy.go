@@ -28,11 +28,17 @@ const DriverName = "per-node.liken.sh"
 // RenderDeploy renders the kustomize base in deploy/ with the driver image
 // replaced by image (unless empty), as `kubectl kustomize` would.
 func RenderDeploy(repo, image string) ([]*unstructured.Unstructured, error) {
+	return RenderKustomization(filepath.Join(repo, "deploy"), image)
+}
+
+// RenderKustomization renders the kustomization in dir, with the driver
+// image replaced by image (unless empty).
+func RenderKustomization(dir, image string) ([]*unstructured.Unstructured, error) {
 	fs := filesys.MakeFsOnDisk()
 	opts := krusty.MakeDefaultOptions()
-	resMap, err := krusty.MakeKustomizer(opts).Run(fs, filepath.Join(repo, "deploy"))
+	resMap, err := krusty.MakeKustomizer(opts).Run(fs, dir)
 	if err != nil {
-		return nil, fmt.Errorf("render deploy/: %w", err)
+		return nil, fmt.Errorf("render %s: %w", dir, err)
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range resMap.Resources() {

@@ -96,3 +96,13 @@ func TestUntilSaysWhatItSaw(t *testing.T) {
 	err = Until(context.Background(), "x", time.Second, func(context.Context) (bool, string, error) { return false, "", boom })
 	assert.Assert(t, errors.Is(err, boom))
 }
+
+// The documented overlay renders deploy/ with the image it names, and
+// nothing else changed.
+func TestExampleOverlayPinsTheImage(t *testing.T) {
+	base, err := RenderDeploy(repoRoot(t), "registry.example.com/storage/per-node:v0.1.0")
+	assert.NilError(t, err)
+	overlay, err := RenderKustomization(filepath.Join(repoRoot(t), "docs", "examples", "kustomize"), "")
+	assert.NilError(t, err)
+	assert.DeepEqual(t, byKindAndName(overlay), byKindAndName(base))
+}
