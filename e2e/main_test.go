@@ -40,6 +40,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	ctx := context.Background()
+	// A cluster this run did not create (make up, E2E_KEEP) is reused and
+	// left running.
+	existed, err := harness.Exists(ctx, hcfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	up, err := harness.Up(ctx, hcfg)
 	code := 1
 	if err == nil {
@@ -59,7 +66,9 @@ func run(m *testing.M) int {
 			fmt.Printf("e2e failed: the cluster's logs are in %s\n", dir)
 		}
 	}
-	if !hcfg.Keep {
+	if existed {
+		fmt.Printf("e2e: the cluster %s was there before this run; it is left running (make down deletes it)\n", hcfg.Cluster)
+	} else if !hcfg.Keep {
 		if err := harness.Down(ctx, hcfg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}

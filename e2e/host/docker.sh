@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # Makes sure a Docker engine runs here: installs Debian's docker.io when
 # docker is absent, and starts dockerd when it is not running. Where the
 # capability bounding set is smaller than the kernel's (privileged containers

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # Prints the image the driver is built in (make image): golang:<go>-bookworm
 # when a registry serves it; else the offline Go image that
 # e2e/nodeimage/build.sh builds here (Debian from apt's mirror and this

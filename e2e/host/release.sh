@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # make release [VERSION=v1.2.3]: what a release of VERSION is, built here with
 # no registry, in _out/release/VERSION:
 #

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # Builds kubeadm, kubelet, kubectl, the control-plane binaries and kube-proxy
 # from the Go module proxy into $1 (one go build: shared compilation).
 set -euo pipefail

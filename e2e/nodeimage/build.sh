@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # make node-image: builds a kind node image with no container registry.
 #
 #   Kubernetes, etcd, CoreDNS, CNI plugins, crictl   from the Go module proxy

@@ -6,6 +6,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +103,15 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 func ExportLogs(ctx context.Context, c Config, dir string) error {
 	_, err := Run(ctx, c.Repo, "kind", "export", "logs", dir, "--name", c.Cluster)
 	return err
+}
+
+// Exists reports whether the kind cluster is already there (make up left it).
+func Exists(ctx context.Context, c Config) (bool, error) {
+	out, err := Run(ctx, c.Repo, "kind", "get", "clusters")
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(strings.Fields(out), c.Cluster), nil
 }
 
 // Down deletes the cluster.
