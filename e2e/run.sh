@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Copyright 2026 The per-node Authors.
+# SPDX-License-Identifier: Apache-2.0
 # make e2e / make up / make down.
 #
 #   e2e/run.sh test [SCENARIOS]  cluster up, driver installed, tests (or the scenarios
