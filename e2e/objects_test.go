@@ -81,6 +81,17 @@ func perNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName strin
 func createPerNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName string) {
 	t.Helper()
 	ctx := context.Background()
+	vol, claim := perNodeObjects(ns, pv, claimName)
+	assert.NilError(t, r.Create(ctx, vol))
+	t.Cleanup(func() {
+		_ = r.Delete(ctx, vol)
+		removeCopies(t, pv)
+	})
+	assert.NilError(t, r.Create(ctx, claim))
+}
+
+// perNodeObjects are a per-node PV and the claim its claimRef names.
+func perNodeObjects(ns, pv, claimName string) (*corev1.PersistentVolume, *corev1.PersistentVolumeClaim) {
 	vol := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pv},
 		Spec: corev1.PersistentVolumeSpec{
@@ -104,12 +115,7 @@ func createPerNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName
 			VolumeName:       pv,
 		},
 	}
-	assert.NilError(t, r.Create(ctx, vol))
-	t.Cleanup(func() {
-		_ = r.Delete(ctx, vol)
-		removeCopies(t, pv)
-	})
-	assert.NilError(t, r.Create(ctx, claim))
+	return vol, claim
 }
 
 // waitBound waits until the claim ns/claimName is bound.

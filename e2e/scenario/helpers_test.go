@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
+	"liken.sh/per-node/e2e/internal/harness"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -18,7 +20,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 func TestParseMetricsKeysSeriesBySortedLabels(t *testing.T) {
-	m, err := parseMetrics([]byte(`# TYPE per_node_mount_refusals_total counter
+	m, err := harness.ParseMetrics([]byte(`# TYPE per_node_mount_refusals_total counter
 per_node_mount_refusals_total{reason="held"} 3
 # TYPE per_node_copy_used_bytes gauge
 per_node_copy_used_bytes{volume_id="v",b="x"} 4096

@@ -4,15 +4,10 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -20,74 +15,13 @@ import (
 // Steps that read a node driver's /metrics, as Prometheus would: through
 // the driver pod's health port (here by the API server's pod proxy).
 
-// driverHealthPort is the port of /healthz, /readyz and /metrics.
-const driverHealthPort = "9808"
-
-// scrape reads the metrics of the driver on node: each series by its name
-// and sorted labels, as `name{a="x",b="y"}`.
+// scrape reads the metrics of the driver on node.
 func (r *Run) scrape(ctx context.Context, node string) (map[string]float64, error) {
-	pods, err := r.driverPodsOn(ctx, node)
-	if err != nil {
-		return nil, err
-	}
-	var running []string
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && harness.PodReady(&p) {
-			running = append(running, p.Name)
-		}
-	}
-	if len(running) != 1 {
-		return nil, fmt.Errorf("expected one ready driver pod on %s; seen %s", node, r.driverPodsReport(pods))
-	}
 	cs, err := r.clientset()
 	if err != nil {
 		return nil, err
 	}
-	raw, err := cs.CoreV1().Pods(driverNamespace).ProxyGet("http", running[0], driverHealthPort, "/metrics", nil).DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s/%s:%s/metrics: %w", driverNamespace, running[0], driverHealthPort, err)
-	}
-	return parseMetrics(raw)
-}
-
-// parseMetrics reads the Prometheus text format into series → value
-// (counters, gauges and untyped; histograms and summaries are left out).
-func parseMetrics(raw []byte) (map[string]float64, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parse metrics: %w", err)
-	}
-	out := map[string]float64{}
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			var v float64
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				v = m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				v = m.GetGauge().GetValue()
-			case dto.MetricType_UNTYPED:
-				v = m.GetUntyped().GetValue()
-			default:
-				continue
-			}
-			out[seriesKey(name, m.GetLabel())] = v
-		}
-	}
-	return out, nil
-}
-
-func seriesKey(name string, labels []*dto.LabelPair) string {
-	if len(labels) == 0 {
-		return name
-	}
-	parts := make([]string, 0, len(labels))
-	for _, l := range labels {
-		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-	}
-	sort.Strings(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
+	return harness.DriverMetrics(ctx, cs, node)
 }
 
 // seriesOf lists the series of one metric, for messages.

@@ -16,7 +16,7 @@ import (
 )
 
 // The benchmarks call the node server in-process (no gRPC) with real bind
-// mounts, with 0, 100 and 1,000 other volumes mounted on the node, and
+// mounts, with 0, 100, 1,000 and 10,000 other volumes mounted on the node, and
 // measure a raw bind mount + unmount of an empty directory under the same
 // conditions. `make bench` prints both and their ratio. They need root.
 //
@@ -26,7 +26,7 @@ import (
 // the driver create and remove the target directory, so on such a disk that
 // cost would swamp what is measured here: the driver's own work.
 
-var otherVolumes = []int{0, 100, 1000}
+var otherVolumes = []int{0, 100, 1000, 10000}
 
 // mountOthers publishes n other volumes, as if n other pods ran on the node.
 func mountOthers(b *testing.B, s *Server, dir string, n int) {

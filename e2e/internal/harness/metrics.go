@@ -1,0 +1,98 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// DriverHealthPort is the port of the driver's /healthz, /readyz and /metrics.
+const DriverHealthPort = "9808"
+
+// DriverMetrics reads the /metrics of the ready driver pod on node through
+// the API server's pod proxy: each series by its name and sorted labels, as
+// `name{a="x",b="y"}` (counters, gauges, untyped).
+func DriverMetrics(ctx context.Context, cs kubernetes.Interface, node string) (map[string]float64, error) {
+	pods, err := cs.CoreV1().Pods(DriverNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	var ready []string
+	var seen []string
+	for _, p := range pods.Items {
+		seen = append(seen, fmt.Sprintf("%s (%s, ready %v)", p.Name, p.Status.Phase, PodReady(&p)))
+		if PodReady(&p) {
+			ready = append(ready, p.Name)
+		}
+	}
+	if len(ready) != 1 {
+		return nil, fmt.Errorf("expected one ready driver pod on %s; seen %v", node, seen)
+	}
+	raw, err := cs.CoreV1().Pods(DriverNamespace).ProxyGet("http", ready[0], DriverHealthPort, "/metrics", nil).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s/%s:%s/metrics: %w", DriverNamespace, ready[0], DriverHealthPort, err)
+	}
+	return ParseMetrics(raw)
+}
+
+// ParseMetrics reads the Prometheus text format into series → value
+// (counters, gauges and untyped; histograms and summaries are left out).
+func ParseMetrics(raw []byte) (map[string]float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			var v float64
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				v = m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				v = m.GetGauge().GetValue()
+			case dto.MetricType_UNTYPED:
+				v = m.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			out[seriesKey(name, m.GetLabel())] = v
+		}
+	}
+	return out, nil
+}
+
+func seriesKey(name string, labels []*dto.LabelPair) string {
+	if len(labels) == 0 {
+		return name
+	}
+	parts := make([]string, 0, len(labels))
+	for _, l := range labels {
+		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	sort.Strings(parts)
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// SumOf adds every series of one metric (all label values).
+func SumOf(m map[string]float64, metric string) float64 {
+	var sum float64
+	for k, v := range m {
+		if k == metric || strings.HasPrefix(k, metric+"{") {
+			sum += v
+		}
+	}
+	return sum
+}

@@ -1,0 +1,476 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e && e2ebench
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// TestScale measures, for `make bench-e2e`, what the driver costs next to a
+// baseline measured in the same run: pod start with a per-node claim against
+// the same pod with a hostPath volume; 200 per-node volumes mounted on every
+// worker against 200 hostPath volumes; their deletion; the driver's memory,
+// CPU and API requests on each node, idle and under that load. It prints a
+// table and one line per goal, met or not.
+func TestScale(t *testing.T) {
+	f := features.New("scale").Assess("bench-e2e", func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
+		r := client(t, c)
+		cs, err := kubernetes.NewForConfig(r.GetConfig())
+		assert.NilError(t, err)
+		b := &bench{t: t, r: r, cs: cs, ns: newNamespace(t, r), workers: workers(t, r)}
+		b.idleCost(ctx)
+		b.podStart(ctx)
+		b.manyVolumes(ctx)
+		b.print()
+		return ctx
+	}).Feature()
+	testenv.Test(t, f)
+}
+
+type bench struct {
+	t       *testing.T
+	r       *resources.Resources
+	cs      kubernetes.Interface
+	ns      string
+	workers []string
+	rows    []benchRow
+	goals   []string
+	batch   int
+}
+
+type benchRow struct{ figure, perNode, baseline, ratio string }
+
+func (b *bench) row(figure, perNode, baseline, ratio string) {
+	b.rows = append(b.rows, benchRow{figure, perNode, baseline, ratio})
+}
+
+func (b *bench) goal(what string, met bool, seen string) {
+	verdict := "met"
+	if !met {
+		verdict = "NOT met"
+	}
+	b.goals = append(b.goals, fmt.Sprintf("goal %s: %s (%s)", what, verdict, seen))
+}
+
+func (b *bench) print() {
+	fmt.Printf("bench-e2e: %d workers, kind on this machine\n", len(b.workers))
+	fmt.Printf("bench-e2e: | figure | per-node | baseline (hostPath) | ratio |\n")
+	fmt.Printf("bench-e2e: |---|---|---|---|\n")
+	for _, r := range b.rows {
+		fmt.Printf("bench-e2e: | %s | %s | %s | %s |\n", r.figure, r.perNode, r.baseline, r.ratio)
+	}
+	for _, g := range b.goals {
+		fmt.Printf("bench-e2e: %s\n", g)
+	}
+}
+
+// --- the driver's own figures, from each worker's /metrics -----------------
+
+type driverSample struct {
+	at                   time.Time
+	rss, cpu, requests   float64 // bytes, seconds, count
+	copies, beingRemoved float64
+}
+
+func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
+	m, err := harness.DriverMetrics(ctx, b.cs, node)
+	if err != nil {
+		return driverSample{}, err
+	}
+	return driverSample{at: time.Now(), rss: m["process_resident_memory_bytes"], cpu: m["process_cpu_seconds_total"],
+		requests: harness.SumOf(m, "per_node_api_requests_total"), copies: m["per_node_copies"],
+		beingRemoved: m["per_node_copies_being_removed"]}, nil
+}
+
+func (b *bench) sampleAll(ctx context.Context) map[string]driverSample {
+	out := map[string]driverSample{}
+	for _, n := range b.workers {
+		s, err := b.sample(ctx, n)
+		assert.NilError(b.t, err)
+		out[n] = s
+	}
+	return out
+}
+
+// rates are the per-node averages between two samples of every worker.
+func rates(before, after map[string]driverSample) (cpuPerMin, reqPerMin, maxRSS float64) {
+	for n, a := range after {
+		s := before[n]
+		minutes := a.at.Sub(s.at).Minutes()
+		cpuPerMin += (a.cpu - s.cpu) / minutes
+		reqPerMin += (a.requests - s.requests) / minutes
+		maxRSS = math.Max(maxRSS, a.rss)
+	}
+	k := float64(len(after))
+	return cpuPerMin / k, reqPerMin / k, maxRSS
+}
+
+const mib = 1 << 20
+
+func (b *bench) idleCost(ctx context.Context) {
+	before := b.sampleAll(ctx)
+	time.Sleep(time.Minute) // the measurement window: nothing happens on purpose
+	cpu, req, rss := rates(before, b.sampleAll(ctx))
+	b.row("driver idle: CPU s/min, API requests/min, RSS (max of nodes)",
+		fmt.Sprintf("%.3f s, %.2f, %.1f MiB", cpu, req, rss/mib), "", "")
+	b.goal("idle CPU ~0 (<= 0.1 s/min per node)", cpu <= 0.1, fmt.Sprintf("%.3f s/min", cpu))
+}
+
+// --- pods ------------------------------------------------------------------
+
+// pod is a probe pod on node with the given volumes.
+func (b *bench) pod(name, node string, vols []corev1.Volume) *corev1.Pod {
+	p := probePod(b.ns, name, node)
+	p.Spec.Volumes = vols
+	p.Spec.Containers[0].VolumeMounts = nil
+	for _, v := range vols {
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: v.Name, MountPath: "/data/" + v.Name})
+	}
+	return p
+}
+
+func claimVolume(name, claim string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+}
+
+func hostPathVolume(name, path string) corev1.Volume {
+	t := corev1.HostPathDirectoryOrCreate
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+}
+
+// start creates pods at once and returns, for each, the time from its
+// create call to the watch showing it Ready.
+func (b *bench) start(ctx context.Context, pods []*corev1.Pod) []time.Duration {
+	b.t.Helper()
+	b.batch++
+	batch := b.batch
+	for _, p := range pods {
+		p.Labels["bench-batch"] = fmt.Sprint(batch)
+	}
+	w, err := b.cs.CoreV1().Pods(b.ns).Watch(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("bench-batch=%d", batch)})
+	assert.NilError(b.t, err)
+	defer w.Stop()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	errs := make(chan error, len(pods))
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			at := time.Now()
+			if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			created[p.Name] = at
+			mu.Unlock()
+		}()
+	}
+	ready := map[string]time.Time{}
+	timeout := time.After(10 * time.Minute)
+	for len(ready) < len(pods) {
+		select {
+		case err := <-errs:
+			b.t.Fatalf("create a pod: %v", err)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.t.Fatalf("the watch of batch %d ended with %d of %d pods ready", batch, len(ready), len(pods))
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if ev.Type == watch.Error || !isPod {
+				continue
+			}
+			if _, seen := ready[p.Name]; !seen && harness.PodReady(p) {
+				ready[p.Name] = time.Now()
+			}
+		case <-timeout:
+			b.t.Fatalf("batch %d: %d of %d pods ready after 10m", batch, len(ready), len(pods))
+		}
+	}
+	wg.Wait()
+	out := make([]time.Duration, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, ready[p.Name].Sub(created[p.Name]))
+	}
+	return out
+}
+
+// deletePods deletes every pod of the namespace and waits until they are gone.
+func (b *bench) deletePods(ctx context.Context) {
+	b.t.Helper()
+	grace := int64(0)
+	assert.NilError(b.t, b.cs.CoreV1().Pods(b.ns).DeleteCollection(ctx,
+		metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}))
+	poll.WaitOn(b.t, func(poll.LogT) poll.Result {
+		pods, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return poll.Continue("list pods: %v", err)
+		}
+		if len(pods.Items) > 0 {
+			return poll.Continue("%d pods left", len(pods.Items))
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Minute), poll.WithDelay(time.Second))
+}
+
+// volumes creates n per-node PVs and claims named prefix-i and waits until
+// every claim is bound.
+func (b *bench) volumes(ctx context.Context, prefix string, n int) []string {
+	b.t.Helper()
+	var claims []string
+	for i := range n {
+		claim := fmt.Sprintf("%s-%03d", prefix, i)
+		vol, pvc := perNodeObjects(b.ns, b.ns+"-"+claim, claim)
+		_, err := b.cs.CoreV1().PersistentVolumes().Create(ctx, vol, metav1.CreateOptions{})
+		assert.NilError(b.t, err)
+		b.t.Cleanup(func() { // nothing left once deleteVolumes passed
+			_ = b.cs.CoreV1().PersistentVolumes().Delete(context.Background(), vol.Name, metav1.DeleteOptions{})
+		})
+		_, err = b.cs.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, pvc, metav1.CreateOptions{})
+		assert.NilError(b.t, err)
+		claims = append(claims, claim)
+	}
+	poll.WaitOn(b.t, func(poll.LogT) poll.Result {
+		list, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return poll.Continue("list claims: %v", err)
+		}
+		bound := 0
+		for _, c := range list.Items {
+			if strings.HasPrefix(c.Name, prefix+"-") && c.Status.Phase == corev1.ClaimBound {
+				bound++
+			}
+		}
+		if bound < n {
+			return poll.Continue("%d of %d claims %s-* bound", bound, n, prefix)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Minute), poll.WithDelay(time.Second))
+	return claims
+}
+
+// --- pod start -------------------------------------------------------------
+
+const podStartEach = 20
+
+func (b *bench) podStart(ctx context.Context) {
+	node := b.workers[0]
+	claims := b.volumes(ctx, "ps", 2*podStartEach)
+	hostDir := "/var/tmp/per-node-bench/" + b.ns
+	var seqPN, seqHP, parPN, parHP []time.Duration
+	for i := range podStartEach { // one of each, alternated
+		seqPN = append(seqPN, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-pn-%d", i), node,
+			[]corev1.Volume{claimVolume("data", claims[i])})})...)
+		seqHP = append(seqHP, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-hp-%d", i), node,
+			[]corev1.Volume{hostPathVolume("data", fmt.Sprintf("%s/seq-%d", hostDir, i))})})...)
+	}
+	b.deletePods(ctx)
+	for round := range podStartEach / 10 { // ten at once, alternated
+		var pn, hp []*corev1.Pod
+		for i := range 10 {
+			k := round*10 + i
+			pn = append(pn, b.pod(fmt.Sprintf("par-pn-%d", k), node, []corev1.Volume{claimVolume("data", claims[podStartEach+k])}))
+			hp = append(hp, b.pod(fmt.Sprintf("par-hp-%d", k), node, []corev1.Volume{hostPathVolume("data", fmt.Sprintf("%s/par-%d", hostDir, k))}))
+		}
+		parPN = append(parPN, b.start(ctx, pn)...)
+		parHP = append(parHP, b.start(ctx, hp)...)
+	}
+	b.deletePods(ctx)
+	b.deleteVolumes(ctx, "ps", claims)
+	for _, c := range []struct {
+		name   string
+		pn, hp []time.Duration
+	}{{"sequential", seqPN, seqHP}, {"10 at once", parPN, parHP}} {
+		for _, q := range []struct {
+			name  string
+			p     float64
+			limit float64
+		}{{"median", 0.5, 1.10}, {"p95", 0.95, 1.25}} {
+			pn, hp := quantile(c.pn, q.p), quantile(c.hp, q.p)
+			ratio := pn.Seconds() / hp.Seconds()
+			b.row(fmt.Sprintf("pod start %s, %s (%d each, one node)", c.name, q.name, len(c.pn)),
+				pn.Round(time.Millisecond).String(), hp.Round(time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
+			b.goal(fmt.Sprintf("pod start %s %s ratio <= %.2f", c.name, q.name, q.limit), ratio <= q.limit, fmt.Sprintf("%.2f", ratio))
+		}
+	}
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// --- many volumes ----------------------------------------------------------
+
+const (
+	manyVolumes   = 200
+	volumesPerPod = 10
+	waves         = 4
+)
+
+// manyVolumes mounts 200 volumes on every worker (each volume in one pod per
+// worker, 10 volumes per pod), in waves, first as hostPath volumes, then as
+// per-node volumes; then deletes the per-node volumes.
+func (b *bench) manyVolumes(ctx context.Context) {
+	claims := b.volumes(ctx, "mv", manyVolumes)
+	podsPerWorker := manyVolumes / volumesPerPod
+	build := func(kind string, vol func(i int) corev1.Volume) [][]*corev1.Pod {
+		all := make([][]*corev1.Pod, waves)
+		for wi, node := range b.workers {
+			for j := range podsPerWorker {
+				var vols []corev1.Volume
+				for k := range volumesPerPod {
+					vols = append(vols, vol(j*volumesPerPod+k))
+				}
+				p := b.pod(fmt.Sprintf("%s-%d-%d", kind, wi, j), node, vols)
+				wave := j % waves
+				all[wave] = append(all[wave], p)
+			}
+		}
+		return all
+	}
+	run := func(pods [][]*corev1.Pod) time.Duration {
+		start := time.Now()
+		for _, wave := range pods {
+			b.start(ctx, wave)
+		}
+		return time.Since(start)
+	}
+	hostDir := "/var/tmp/per-node-bench/" + b.ns
+	hp := run(build("mv-hp", func(i int) corev1.Volume {
+		return hostPathVolume(fmt.Sprintf("v%03d", i), fmt.Sprintf("%s/mv-%03d", hostDir, i))
+	}))
+	b.deletePods(ctx)
+
+	before := b.sampleAll(ctx)
+	peak := b.watchPeakRSS(ctx)
+	pn := run(build("mv-pn", func(i int) corev1.Volume { return claimVolume(fmt.Sprintf("v%03d", i), claims[i]) }))
+	during := b.sampleAll(ctx)
+	peakRSS := peak()
+	cpu, req, _ := rates(before, during)
+	ratio := pn.Seconds() / hp.Seconds()
+	mounts := manyVolumes * len(b.workers)
+	b.row(fmt.Sprintf("%d volumes on each of %d workers (%d mounts, %d waves): all Ready", manyVolumes, len(b.workers), mounts, waves),
+		pn.Round(100*time.Millisecond).String(), hp.Round(100*time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
+	b.goal("many volumes Ready-time ratio <= 1.2", ratio <= 1.2, fmt.Sprintf("%.2f", ratio))
+	for _, n := range b.workers {
+		assert.Equal(b.t, during[n].copies, float64(manyVolumes), "copies on %s after the wave", n)
+	}
+	b.row("driver during the wave: CPU s/min, API requests/min (per node), peak RSS (max of nodes)",
+		fmt.Sprintf("%.2f s, %.1f, %.1f MiB", cpu, req, peakRSS/mib), "", "")
+	b.goal(fmt.Sprintf("driver RSS at %d copies <= 40 MiB", manyVolumes), peakRSS <= 40*mib, fmt.Sprintf("%.1f MiB", peakRSS/mib))
+
+	b.deletePods(ctx)
+	after := b.sampleAll(ctx)
+	var rssAfter float64
+	for _, s := range after {
+		rssAfter = math.Max(rssAfter, s.rss)
+	}
+	b.row(fmt.Sprintf("driver RSS after, %d copies kept (max of nodes)", manyVolumes), fmt.Sprintf("%.1f MiB", rssAfter/mib), "", "")
+	took := b.deleteVolumes(ctx, "mv", claims)
+	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
+		took.Round(100*time.Millisecond).String(), "", "")
+	b.goal(fmt.Sprintf("all %d gone <= 30 s after the last delete", len(claims)), took <= 30*time.Second, took.Round(100*time.Millisecond).String())
+}
+
+// watchPeakRSS samples every worker's driver RSS every 2 s until the
+// returned function is called, which returns the highest seen.
+func (b *bench) watchPeakRSS(ctx context.Context) func() float64 {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var peak float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			for _, n := range b.workers {
+				if s, err := b.sample(ctx, n); err == nil {
+					mu.Lock()
+					peak = math.Max(peak, s.rss)
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	return func() float64 {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// deleteVolumes deletes the claims prefix-*, then their PVs, and returns the
+// time from the last delete until every PV is gone and no worker holds a
+// copy (trash included).
+func (b *bench) deleteVolumes(ctx context.Context, prefix string, claims []string) time.Duration {
+	for _, c := range claims {
+		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, c, metav1.DeleteOptions{}))
+	}
+	for _, c := range claims {
+		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumes().Delete(ctx, b.ns+"-"+c, metav1.DeleteOptions{}))
+	}
+	last := time.Now()
+	poll.WaitOn(b.t, func(poll.LogT) poll.Result {
+		pvs, err := b.cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return poll.Continue("list PVs: %v", err)
+		}
+		left := 0
+		for _, pv := range pvs.Items {
+			if strings.HasPrefix(pv.Name, b.ns+"-"+prefix+"-") {
+				left++
+			}
+		}
+		var held []string
+		for _, n := range b.workers {
+			s, err := b.sample(ctx, n)
+			if err != nil {
+				return poll.Continue("%v", err)
+			}
+			if s.copies+s.beingRemoved > 0 {
+				held = append(held, fmt.Sprintf("%s: %.0f copies, %.0f being removed", n, s.copies, s.beingRemoved))
+			}
+		}
+		if left > 0 || len(held) > 0 {
+			return poll.Continue("%d of %d PVs left; %v", left, len(claims), held)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Minute), poll.WithDelay(500*time.Millisecond))
+	return time.Since(last)
+}
