@@ -13,6 +13,10 @@ GO_IMAGE   ?= golang:1.26-bookworm
 REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 BENCHTIME  ?= 5000x
+# The Kubernetes minor of the kind cluster (e2e/nodeimage/versions/K8S.env);
+# the default is the newest minor that passed the whole matrix.
+K8S ?= $(shell cat e2e/nodeimage/versions/default)
+export K8S
 # The tools go.mod does not need to build the driver (Helm, golangci-lint),
 # pinned in tools.mod so that the driver's module graph stays its own.
 HELM := go tool -modfile=tools.mod helm
@@ -69,12 +73,16 @@ release: ## For VERSION: image tarball, install YAML and packaged chart in _out/
 	e2e/host/release.sh $(VERSION)
 
 .PHONY: node-image
-node-image: ## Build the offline kind node image (no registry needed; cached by its inputs).
+node-image: ## Build the offline kind node image for K8S (no registry needed; cached by its inputs).
 	e2e/nodeimage/build.sh
 
 .PHONY: e2e
-e2e: ## Kind cluster (1+4 nodes), driver installed, e2e tests run; SCENARIO=07,26 runs those; SUITE=quick the guide's core.
+e2e: ## Kind cluster (1+4 nodes) on Kubernetes K8S=1.3x, driver installed, e2e tests run; SCENARIO=07,26 runs those; SUITE=quick the guide's core.
 	SUITE='$(SUITE)' e2e/run.sh test $(SCENARIO)
+
+.PHONY: e2e-matrix
+e2e-matrix: ## make e2e on every supported minor (e2e/nodeimage/versions/), one after another; a table of version, result, suite time.
+	e2e/host/matrix.sh
 
 .PHONY: bench-delete
 bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearance (3 nodes x 10,000 files).

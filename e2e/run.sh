@@ -13,16 +13,24 @@
 #   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
 #   e2e/run.sh down              delete it
 #
+# The Kubernetes minor: $K8S (e.g. 1.37; default e2e/nodeimage/versions/default),
+# whose versions are in e2e/nodeimage/versions/$K8S.env.
 # The kind node image: $KIND_NODE_IMAGE if set; else kind's stock image for
-# our Kubernetes version if it can be pulled; else the offline image that
+# that Kubernetes version if it can be pulled; else the offline image that
 # e2e/nodeimage/build.sh builds here (cached). The project's own images are
-# built on the same bases the node image came from.
+# built on the same bases the node image came from. A cluster that is already
+# there must run that version (the harness checks every node).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 log() { printf '[e2e %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-# shellcheck source=nodeimage/versions.env
-source e2e/nodeimage/versions.env
+export K8S="${K8S:-$(cat e2e/nodeimage/versions/default)}"
+if [[ ! -f "e2e/nodeimage/versions/$K8S.env" ]]; then
+  echo "e2e/run.sh: K8S=$K8S has no e2e/nodeimage/versions/$K8S.env" >&2
+  exit 2
+fi
+# shellcheck disable=SC1090
+source "e2e/nodeimage/versions/$K8S.env"
 export E2E_CLUSTER="${E2E_CLUSTER:-per-node-e2e}"
 # The guide's core promises: binding, copies per node, one holder, agreement,
 # moves to nodes with and without a copy, drains, copies outliving pods,
@@ -51,11 +59,13 @@ if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
     e2e/nodeimage/build.sh >/dev/null
     log "node image ready in $((SECONDS - phase)) s"
     # shellcheck disable=SC1091
-    source _out/nodeimage/images.env
+    source "_out/nodeimage/$K8S/images.env"
     export KIND_NODE_IMAGE="$NODE_IMAGE" GO_IMAGE BASE_IMAGE
   fi
+  # The harness refuses a cluster whose nodes run another version.
+  export E2E_KUBERNETES_VERSION="$KUBERNETES_VERSION"
 fi
-log "node image: $KIND_NODE_IMAGE"
+log "Kubernetes $KUBERNETES_VERSION, node image: $KIND_NODE_IMAGE"
 
 case "${1:-test}" in
   up)

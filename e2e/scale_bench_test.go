@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -92,6 +93,7 @@ type driverSample struct {
 	at                   time.Time
 	rss, cpu, requests   float64 // bytes, seconds, count
 	copies, beingRemoved float64
+	publishes            map[string]float64 // NodePublishVolume calls by gRPC code
 }
 
 func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
@@ -101,7 +103,41 @@ func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
 	}
 	return driverSample{at: time.Now(), rss: m["process_resident_memory_bytes"], cpu: m["process_cpu_seconds_total"],
 		requests: harness.SumOf(m, "per_node_api_requests_total"), copies: m["per_node_copies"],
-		beingRemoved: m["per_node_copies_being_removed"]}, nil
+		beingRemoved: m["per_node_copies_being_removed"], publishes: publishesByCode(m)}, nil
+}
+
+func publishesByCode(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	prefix := `per_node_rpc_duration_seconds_count{code="`
+	for k, v := range m {
+		if code, rest, ok := strings.Cut(strings.TrimPrefix(k, prefix), `"`); ok && strings.HasPrefix(k, prefix) &&
+			strings.Contains(rest, `method="NodePublishVolume"`) {
+			out[code] += v
+		}
+	}
+	return out
+}
+
+// publishes says how many NodePublishVolume calls every worker's driver
+// answered between two samples, by code: a code other than OK makes kubelet
+// back off before it asks again, which a pod's start time shows.
+func publishes(before, after map[string]driverSample) string {
+	total := map[string]float64{}
+	for n, a := range after {
+		for code, v := range a.publishes {
+			total[code] += v - before[n].publishes[code]
+		}
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(total)) {
+		if total[code] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", code, total[code]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (b *bench) sampleAll(ctx context.Context) map[string]driverSample {
@@ -285,6 +321,7 @@ func (b *bench) podStart(ctx context.Context) {
 	claims := b.volumes(ctx, "ps", 2*podStartEach)
 	hostDir := "/var/tmp/per-node-bench/" + b.ns
 	var seqPN, seqHP, parPN, parHP []time.Duration
+	before := b.sampleAll(ctx)
 	for i := range podStartEach { // one of each, alternated
 		seqPN = append(seqPN, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-pn-%d", i), node,
 			[]corev1.Volume{claimVolume("data", claims[i])})})...)
@@ -302,6 +339,7 @@ func (b *bench) podStart(ctx context.Context) {
 		parPN = append(parPN, b.start(ctx, pn)...)
 		parHP = append(parHP, b.start(ctx, hp)...)
 	}
+	b.row("NodePublishVolume answers during pod start, by code", publishes(before, b.sampleAll(ctx)), "", "")
 	b.deletePods(ctx)
 	b.deleteVolumes(ctx, "ps", claims)
 	for _, c := range []struct {
@@ -382,6 +420,7 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	b.row(fmt.Sprintf("%d volumes on each of %d workers (%d mounts, %d waves): all Ready", manyVolumes, len(b.workers), mounts, waves),
 		pn.Round(100*time.Millisecond).String(), hp.Round(100*time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
 	b.goal("many volumes Ready-time ratio <= 1.2", ratio <= 1.2, fmt.Sprintf("%.2f", ratio))
+	b.row("NodePublishVolume answers during the wave, by code", publishes(before, during), "", "")
 	for _, n := range b.workers {
 		assert.Equal(b.t, during[n].copies, float64(manyVolumes), "copies on %s after the wave", n)
 	}

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Copyright 2026 The per-node Authors.
 # SPDX-License-Identifier: Apache-2.0
-# make node-image: builds a kind node image with no container registry.
+# make node-image [K8S=1.3x]: builds a kind node image with no container
+# registry, for the Kubernetes minor K8S (default: versions/default).
 #
-#   Kubernetes, etcd, CoreDNS, CNI plugins, crictl   from the Go module proxy
+#   Kubernetes, etcd, CoreDNS, CNI plugins, crictl,
+#   containerd 2, runc                               from the Go module proxy
 #   pause, per-node-cni, per-node-runc               from this repository
-#   containerd, runc, systemd, iptables              from Debian (debootstrap)
+#   systemd, iptables, libseccomp                    from Debian (debootstrap)
 #   kind's node contract (entrypoint, units)         from the sigs.k8s.io/kind module
+#
+# Versions: versions/MINOR.env (one file per supported minor) and
+# versions/debian.env; the Go modules Kubernetes and etcd build with are
+# pinned in kubernetes/MINOR.mod and etcd/MINOR.mod (pin.sh writes them).
 #
 # Control-plane images are tagged with the names kubeadm expects and preloaded
 # into the node's containerd. Every step is cached by a hash of its inputs, so
@@ -17,10 +23,18 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-# shellcheck source=versions.env
-source "$here/versions.env"
+minor="${K8S:-$(cat "$here/versions/default")}"
+if [[ ! -f "$here/versions/$minor.env" ]]; then
+  echo "build.sh: no versions/$minor.env; the supported minors are: $(cd "$here/versions" && ls ./*.env | sed 's|^\./||; s|\.env$||' | grep -v debian | tr '\n' ' ')" >&2
+  exit 2
+fi
+# shellcheck source=versions/debian.env
+source "$here/versions/debian.env"
+# shellcheck disable=SC1090
+source "$here/versions/$minor.env"
 out="${NODEIMAGE_OUT:-$repo/_out/nodeimage}"
-bin="$out/bin"
+vout="$out/$minor"   # what is built for this minor: binaries, stamps, images.env
+bin="$vout/bin"
 mkdir -p "$bin"
 
 log() { printf '[node-image %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -36,7 +50,7 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # cached NAME KEY CMD...: runs CMD unless the stamp for NAME records KEY.
 cached() {
   local name="$1" key="$2"; shift 2
-  local stamp="$out/.stamp-$name"
+  local stamp="$vout/.stamp-$name"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then log "$name: cached"; return; fi
   local start=$SECONDS
   "$@"
@@ -46,12 +60,25 @@ cached() {
 
 kind_dir="$(cd "$repo" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
 kind_version="$(cd "$repo" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)"
-versions_key="$(hash_of "$here/versions.env")"
+versions_key="$(hash_of "$here/versions/$minor.env")"
 
 # --- binaries ---------------------------------------------------------------
-build_kubernetes() { "$here/build-kubernetes.sh" "$bin"; }
+build_kubernetes() { "$here/build-kubernetes.sh" "$minor" "$bin"; }
 build_etcd() {
-  (cd "$here/etcd" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  (cd "$here/etcd" && CGO_ENABLED=0 GOFLAGS= go build -modfile="$minor.mod" -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+}
+# containerd 2 and runc: runc needs cgo and libseccomp's headers (the node
+# has Debian's libseccomp2, the same release as this host's).
+build_runtime() {
+  local c=github.com/containerd/containerd/v2
+  if ! dpkg -s libseccomp-dev gcc pkg-config >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq libseccomp-dev gcc libc6-dev pkg-config >/dev/null
+  fi
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath \
+    -ldflags "-s -w -X $c/version.Version=$CONTAINERD_VERSION -X $c/version.Revision=module-proxy" \
+    "$c/cmd/containerd@$CONTAINERD_VERSION" "$c/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$c/cmd/ctr@$CONTAINERD_VERSION")
+  (cd /tmp && CGO_ENABLED=1 GOBIN="$bin" GOFLAGS= go install -trimpath -tags "seccomp urfave_cli_no_docs" \
+    -ldflags "-s -w" "github.com/opencontainers/runc@$RUNC_VERSION")
 }
 build_extras() {
   local p=github.com/containernetworking/plugins/plugins
@@ -67,16 +94,17 @@ build_own() {
 # BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
 # registry), written to $out/bases.env.
 if [[ -z "${BASES_ONLY:-}" ]]; then
-  cached kubernetes "$(hash_of "$here/versions.env" "$here/build-kubernetes.sh" "$here/kubernetes/go.mod")" build_kubernetes
-  cached etcd "$(hash_of "$here/versions.env" "$here/etcd/go.mod")" build_etcd
+  cached kubernetes "$(hash_of "$here/versions/$minor.env" "$here/build-kubernetes.sh" "$here/kubernetes/$minor.mod")" build_kubernetes
+  cached etcd "$(hash_of "$here/versions/$minor.env" "$here/etcd/$minor.mod")" build_etcd
   cached extras "$versions_key" build_extras
+  cached runtime "$versions_key" build_runtime
   own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
   own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
   cached own "$own_key" build_own
 fi
 
 # --- Debian base ------------------------------------------------------------
-packages=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,containerd,runc,socat
+packages=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,socat
 base_key="$(echo "$DEBIAN_SUITE $DEBIAN_MIRROR $packages" | sha256sum | cut -c1-12)"
 BASE_IMAGE="per-node.liken.sh/debian:$DEBIAN_SUITE-$base_key"
 build_base() {
@@ -152,6 +180,18 @@ build_images() {
   image "$K/pause:$PAUSE_IMAGE_TAG" scratch pause /pause
   image "$CNI_IMAGE" "$BASE_IMAGE" per-node-cni /usr/local/bin/per-node-cni
 }
+# What kubeadm will ask for must be what versions/MINOR.env names.
+check_kubeadm_images() {
+  local want seen
+  want="$(printf '%s\n' "${images[@]}" | grep -v "^$CNI_IMAGE$" | sort)"
+  seen="$("$bin/kubeadm" config images list --kubernetes-version "$KUBERNETES_VERSION" 2>/dev/null | sort)"
+  if [[ "$want" != "$seen" ]]; then
+    printf 'versions/%s.env does not name the images kubeadm %s asks for.\nkubeadm asks for:\n%s\nversions/%s.env gives:\n%s\n' \
+      "$minor" "$KUBERNETES_VERSION" "$seen" "$minor" "$want" >&2
+    exit 1
+  fi
+}
+check_kubeadm_images
 images_key="$(echo "$versions_key $own_key $BASE_IMAGE" | sha256sum | cut -c1-12)"
 missing=0
 for i in "${images[@]}"; do image_exists "$i" || missing=1; done
@@ -171,7 +211,8 @@ build_node() {
   sed "s|@CNI_IMAGE@|$CNI_IMAGE|" "$here/files/default-cni.yaml" > "$ctx/manifests/default-cni.yaml"
   cp "$here/files/default-storage.yaml" "$ctx/manifests/"
   echo "$KUBERNETES_VERSION" > "$ctx/version"
-  for b in kubeadm kubelet kubectl crictl per-node-runc ptp loopback host-local portmap; do cp "$bin/$b" "$ctx/bin/"; done
+  for b in kubeadm kubelet kubectl crictl per-node-runc ptp loopback host-local portmap \
+    containerd containerd-shim-runc-v2 ctr runc; do cp "$bin/$b" "$ctx/bin/"; done
   quiet docker build --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$NODE_IMAGE-stage" "$ctx"
 
   # Preload the images into the node's containerd (namespace k8s.io), pinned
@@ -201,7 +242,6 @@ docker_ref() {
 }
 built "$NODE_IMAGE" "node image" build_node
 
-mkdir -p "$out"
-printf 'NODE_IMAGE=%s\nBASE_IMAGE=%s\nGO_IMAGE=%s\n' "$NODE_IMAGE" "$BASE_IMAGE" "$GO_IMAGE" > "$out/images.env"
+printf 'NODE_IMAGE=%s\nBASE_IMAGE=%s\nGO_IMAGE=%s\n' "$NODE_IMAGE" "$BASE_IMAGE" "$GO_IMAGE" > "$vout/images.env"
 log "node image: $NODE_IMAGE"
 echo "$NODE_IMAGE"

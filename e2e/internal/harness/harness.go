@@ -33,6 +33,9 @@ type Config struct {
 	Keep bool
 	// Scenario keeps the scenarios whose name starts with it (E2E_SCENARIO).
 	Scenario string
+	// KubernetesVersion is the version every node must run
+	// (E2E_KUBERNETES_VERSION; empty: any).
+	KubernetesVersion string
 }
 
 // FromEnv reads the Config.
@@ -57,6 +60,8 @@ func FromEnv() (Config, error) {
 		BaseImage: os.Getenv("BASE_IMAGE"),
 		Keep:      os.Getenv("E2E_KEEP") == "1",
 		Scenario:  os.Getenv("E2E_SCENARIO"),
+
+		KubernetesVersion: os.Getenv("E2E_KUBERNETES_VERSION"),
 	}
 	return c, nil
 }

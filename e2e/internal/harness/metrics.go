@@ -65,6 +65,10 @@ func ParseMetrics(raw []byte) (map[string]float64, error) {
 				v = m.GetGauge().GetValue()
 			case dto.MetricType_UNTYPED:
 				v = m.GetUntyped().GetValue()
+			case dto.MetricType_HISTOGRAM: // as Prometheus names them: _count and _sum
+				out[seriesKey(name+"_sum", m.GetLabel())] = m.GetHistogram().GetSampleSum()
+				out[seriesKey(name+"_count", m.GetLabel())] = float64(m.GetHistogram().GetSampleCount())
+				continue
 			default:
 				continue
 			}

@@ -5,6 +5,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/conf"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/support"
@@ -45,8 +47,10 @@ func Up(ctx context.Context, c Config) (Env, error) {
 			opts = append(opts, kind.WithImage(c.NodeImage))
 		}
 		p := kind.NewProvider().SetDefaults().WithName(c.Cluster).WithOpts(opts...)
-		e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig())
-		return err
+		if e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig()); err != nil {
+			return err
+		}
+		return CheckVersion(ctx, e.Kubeconfig, c.Cluster, c.KubernetesVersion)
 	}); err != nil {
 		return e, err
 	}
@@ -97,6 +101,36 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 		return err
 	}
 	return WaitRegistered(ctx, r, 2*time.Minute)
+}
+
+// ErrWrongVersion: a node of the cluster runs another Kubernetes version than
+// the run asks for (a cluster left by an earlier run of another minor).
+var ErrWrongVersion = errors.New("the cluster runs another Kubernetes version")
+
+// CheckVersion fails unless every node's kubelet reports want (empty: any).
+func CheckVersion(ctx context.Context, kubeconfig, cluster, want string) error {
+	if want == "" {
+		return nil
+	}
+	rc, err := conf.New(kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the nodes of %s: %w", cluster, err)
+	}
+	for _, n := range nodes.Items {
+		if got := n.Status.NodeInfo.KubeletVersion; got != want {
+			return fmt.Errorf("%w: node %s of cluster %s runs %s, this run asks for %s: delete it (make down, or kind delete cluster --name %s) or give E2E_CLUSTER another name",
+				ErrWrongVersion, n.Name, cluster, got, want, cluster)
+		}
+	}
+	return nil
 }
 
 // ExportLogs writes the cluster's logs under dir and returns where.
