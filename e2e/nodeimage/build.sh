@@ -128,7 +128,8 @@ built() {
 built "$BASE_IMAGE" "debian base" build_base
 
 go_version="$(go env GOVERSION)"
-GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)"
+# Keyed by the Debian base too: a new base is a new Go image.
+GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)-$base_key"
 build_go_image() {
   local ctx="$out/go-ctx"
   rm -rf "$ctx" && mkdir -p "$ctx"
@@ -220,9 +221,9 @@ build_node() {
   id="$(docker run -d --entrypoint sleep "$NODE_IMAGE-stage" infinity)"
   docker exec -d "$id" containerd
   docker exec "$id" bash -c 'for i in $(seq 1 50); do ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1'
-  docker save "${images[@]}" | docker exec -i "$id" ctr -n k8s.io images import --all-platforms --no-unpack - >/dev/null
+  docker save "${images[@]}" | quiet docker exec -i "$id" ctr -n k8s.io images import --all-platforms --no-unpack -
   for i in "${images[@]}"; do
-    docker exec "$id" ctr -n k8s.io images label "$(docker_ref "$i")" io.cri-containerd.pinned=pinned >/dev/null
+    quiet docker exec "$id" ctr -n k8s.io images label "$(docker_ref "$i")" io.cri-containerd.pinned=pinned
   done
   docker exec "$id" pkill containerd
   docker exec "$id" bash -c 'while pgrep containerd >/dev/null; do sleep 0.1; done'
