@@ -36,6 +36,9 @@ per_node_copies 2
 		`per_node_mount_refusals_total{reason="held"}`:  3,
 		`per_node_copy_used_bytes{b="x",volume_id="v"}`: 4096,
 		`per_node_copies`: 2,
+		// a histogram as Prometheus names its series: _count and _sum
+		`per_node_rpc_duration_seconds_count{code="OK",method="NodePublishVolume"}`: 1,
+		`per_node_rpc_duration_seconds_sum{code="OK",method="NodePublishVolume"}`:   0.1,
 	})
 	assert.Equal(t, seriesOf(m, `per_node_copy_used_bytes{volume_id="w"}`), `per_node_copy_used_bytes{b="x",volume_id="v"} 4096`)
 	assert.Equal(t, seriesOf(m, `per_node_workqueue_depth`), "no per_node_workqueue_depth series")
