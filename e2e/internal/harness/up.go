@@ -120,6 +120,10 @@ func CheckVersion(ctx context.Context, kubeconfig, cluster, want string) error {
 	if err != nil {
 		return err
 	}
+	return checkNodes(ctx, cs, cluster, want)
+}
+
+func checkNodes(ctx context.Context, cs kubernetes.Interface, cluster, want string) error {
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing the nodes of %s: %w", cluster, err)

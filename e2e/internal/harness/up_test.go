@@ -1,0 +1,45 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package harness
+
+import (
+	"context"
+	"testing"
+
+	"gotest.tools/v3/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestCheckNodesRefusesAClusterOfAnotherVersion(t *testing.T) {
+	node := func(name, version string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: version}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*corev1.Node
+		want  string
+		err   error
+	}{
+		{"every node runs it", []*corev1.Node{node("cp", "v1.37.2"), node("w1", "v1.37.2")}, "v1.37.2", nil},
+		{"another minor", []*corev1.Node{node("cp", "v1.36.3"), node("w1", "v1.36.3")}, "v1.37.2", ErrWrongVersion},
+		{"one node differs", []*corev1.Node{node("cp", "v1.37.2"), node("w1", "v1.37.1")}, "v1.37.2", ErrWrongVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			for _, n := range tc.nodes {
+				_, err := cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+				assert.NilError(t, err)
+			}
+			err := checkNodes(context.Background(), cs, "per-node-e2e", tc.want)
+			if tc.err == nil {
+				assert.NilError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, tc.err)
+		})
+	}
+}
