@@ -81,8 +81,8 @@ e2e: ## Kind cluster (1+4 nodes) on Kubernetes K8S=1.3x, driver installed, e2e t
 	SUITE='$(SUITE)' e2e/run.sh test $(SCENARIO)
 
 .PHONY: e2e-matrix
-e2e-matrix: ## make e2e on every supported minor (e2e/nodeimage/versions/), one after another; a table of version, result, suite time.
-	e2e/host/matrix.sh
+e2e-matrix: ## make e2e on every supported minor (e2e/nodeimage/versions/; MINORS="1.36 1.37" some), one after another; a table of version, result, suite time.
+	SUITE='$(SUITE)' MINORS='$(MINORS)' e2e/host/matrix.sh
 
 .PHONY: bench-delete
 bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearance (3 nodes x 10,000 files).
