@@ -108,10 +108,10 @@ func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
 
 func publishesByCode(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
-	prefix := `per_node_rpc_duration_seconds_count{code="`
 	for k, v := range m {
-		if code, rest, ok := strings.Cut(strings.TrimPrefix(k, prefix), `"`); ok && strings.HasPrefix(k, prefix) &&
-			strings.Contains(rest, `method="NodePublishVolume"`) {
+		rest, ok := strings.CutPrefix(k, `per_node_rpc_duration_seconds_count{code="`)
+		code, labels, _ := strings.Cut(rest, `"`)
+		if ok && strings.Contains(labels, `method="NodePublishVolume"`) {
 			out[code] += v
 		}
 	}

@@ -25,7 +25,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 minor="${K8S:-$(cat "$here/versions/default")}"
 if [[ ! -f "$here/versions/$minor.env" ]]; then
-  echo "build.sh: no versions/$minor.env; the supported minors are: $(cd "$here/versions" && ls ./*.env | sed 's|^\./||; s|\.env$||' | grep -v debian | tr '\n' ' ')" >&2
+  echo "build.sh: no versions/$minor.env; the supported minors are: $(cd "$here/versions" && ls 1.*.env | sed 's|\.env$||' | tr '\n' ' ')" >&2
   exit 2
 fi
 # shellcheck source=versions/debian.env
@@ -47,11 +47,15 @@ quiet() {
 }
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-12; }
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
-# cached NAME KEY CMD...: runs CMD unless the stamp for NAME records KEY.
+# cached NAME KEY "BINARIES" CMD...: runs CMD unless the stamp for NAME
+# records KEY and every one of BINARIES (in $bin) is there: a stamp alone
+# never stands for a file.
 cached() {
-  local name="$1" key="$2"; shift 2
-  local stamp="$vout/.stamp-$name"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then log "$name: cached"; return; fi
+  local name="$1" key="$2" outputs="$3"; shift 3
+  local stamp="$vout/.stamp-$name" b all=1
+  for b in $outputs; do [[ -x "$bin/$b" ]] || all=0; done
+  if (( all )) && [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then log "$name: cached"; return; fi
+  rm -f "$stamp"
   local start=$SECONDS
   "$@"
   echo "$key" > "$stamp"
@@ -94,13 +98,14 @@ build_own() {
 # BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
 # registry), written to $out/bases.env.
 if [[ -z "${BASES_ONLY:-}" ]]; then
-  cached kubernetes "$(hash_of "$here/versions/$minor.env" "$here/build-kubernetes.sh" "$here/kubernetes/$minor.mod")" build_kubernetes
-  cached etcd "$(hash_of "$here/versions/$minor.env" "$here/etcd/$minor.mod")" build_etcd
-  cached extras "$versions_key" build_extras
-  cached runtime "$versions_key" build_runtime
+  cached kubernetes "$(hash_of "$here/versions/$minor.env" "$here/build-kubernetes.sh" "$here/kubernetes/$minor.mod")" \
+    "kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy" build_kubernetes
+  cached etcd "$(hash_of "$here/versions/$minor.env" "$here/etcd/$minor.mod")" etcd build_etcd
+  cached extras "$versions_key" "coredns ptp loopback host-local portmap crictl" build_extras
+  cached runtime "$versions_key" "containerd containerd-shim-runc-v2 ctr runc" build_runtime
   own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
   own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
-  cached own "$own_key" build_own
+  cached own "$own_key" "pause per-node-cni per-node-runc" build_own
 fi
 
 # --- Debian base ------------------------------------------------------------
@@ -197,7 +202,7 @@ images_key="$(echo "$versions_key $own_key $BASE_IMAGE" | sha256sum | cut -c1-12
 missing=0
 for i in "${images[@]}"; do image_exists "$i" || missing=1; done
 if (( missing )); then rm -f "$out/.stamp-images"; fi
-cached images "$images_key" build_images
+cached images "$images_key" "" build_images
 
 # --- node image -------------------------------------------------------------
 node_key="$(echo "$images_key $kind_version $(hash_of "$here/Dockerfile.node" "$here/build.sh" "$here"/files/*)" | sha256sum | cut -c1-12)"

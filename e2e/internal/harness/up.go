@@ -50,7 +50,7 @@ func Up(ctx context.Context, c Config) (Env, error) {
 		if e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig()); err != nil {
 			return err
 		}
-		return CheckVersion(ctx, e.Kubeconfig, c.Cluster, c.KubernetesVersion)
+		return checkVersion(ctx, e.Kubeconfig, c.Cluster, c.KubernetesVersion)
 	}); err != nil {
 		return e, err
 	}
@@ -107,8 +107,8 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 // the run asks for (a cluster left by an earlier run of another minor).
 var ErrWrongVersion = errors.New("the cluster runs another Kubernetes version")
 
-// CheckVersion fails unless every node's kubelet reports want (empty: any).
-func CheckVersion(ctx context.Context, kubeconfig, cluster, want string) error {
+// checkVersion fails unless every node's kubelet reports want (empty: any).
+func checkVersion(ctx context.Context, kubeconfig, cluster, want string) error {
 	if want == "" {
 		return nil
 	}
