@@ -15,7 +15,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY driver/ driver/
 ARG VERSION=dev
-RUN go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/per-node ./driver
+# grpcnotrace: see DRIVER_TAGS in the Makefile (the binary's size and memory).
+ARG GO_TAGS=grpcnotrace
+RUN go build -tags "${GO_TAGS}" -ldflags "-s -w -X main.version=${VERSION}" -o /out/per-node ./driver
 
 FROM ${BASE_IMAGE}
 ARG VERSION=dev
