@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -40,14 +41,39 @@ func TestScale(t *testing.T) {
 		r := client(t, c)
 		cs, err := kubernetes.NewForConfig(r.GetConfig())
 		assert.NilError(t, err)
-		b := &bench{t: t, r: r, cs: cs, ns: newNamespace(t, r), workers: workers(t, r)}
-		b.idleCost(ctx)
-		b.podStart(ctx)
-		b.manyVolumes(ctx)
+		b := &bench{t: t, r: r, cs: cs, ns: newNamespace(t, r), workers: workers(t, r), ready: map[string]*corev1.Pod{}}
+		parts := benchParts(t)
+		if parts["idle"] {
+			b.idleCost(ctx)
+		}
+		if parts["podstart"] {
+			b.podStart(ctx)
+		}
+		if parts["many"] {
+			b.manyVolumes(ctx)
+		}
 		b.print()
 		return ctx
 	}).Feature()
 	testenv.Test(t, f)
+}
+
+// benchParts reads BENCH_PARTS (idle, podstart, many; comma-separated),
+// every part when it is empty. The table has the rows of the parts run.
+func benchParts(t *testing.T) map[string]bool {
+	all := []string{"idle", "podstart", "many"}
+	env := os.Getenv("BENCH_PARTS")
+	if env == "" {
+		env = strings.Join(all, ",")
+	}
+	parts := map[string]bool{}
+	for _, p := range strings.Split(env, ",") {
+		if !slices.Contains(all, p) {
+			t.Fatalf("BENCH_PARTS=%q: %q is not one of %v", env, p, all)
+		}
+		parts[p] = true
+	}
+	return parts
 }
 
 type bench struct {
@@ -59,6 +85,7 @@ type bench struct {
 	rows    []benchRow
 	goals   []string
 	batch   int
+	ready   map[string]*corev1.Pod // each pod as the watch first showed it Ready
 }
 
 type benchRow struct{ figure, perNode, baseline, ratio string }
@@ -245,6 +272,7 @@ func (b *bench) start(ctx context.Context, pods []*corev1.Pod) []time.Duration {
 			}
 			if _, seen := ready[p.Name]; !seen && harness.PodReady(p) {
 				ready[p.Name] = time.Now()
+				b.ready[p.Name] = p
 			}
 		case <-timeout:
 			b.t.Fatalf("batch %d: %d of %d pods ready after 10m", batch, len(ready), len(pods))
@@ -322,6 +350,8 @@ func (b *bench) podStart(ctx context.Context) {
 	hostDir := "/var/tmp/per-node-bench/" + b.ns
 	var seqPN, seqHP, parPN, parHP []time.Duration
 	before := b.sampleAll(ctx)
+	kubeletBefore, err := harness.KubeletMetrics(ctx, b.cs, node)
+	assert.NilError(b.t, err)
 	for i := range podStartEach { // one of each, alternated
 		seqPN = append(seqPN, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-pn-%d", i), node,
 			[]corev1.Volume{claimVolume("data", claims[i])})})...)
@@ -340,6 +370,15 @@ func (b *bench) podStart(ctx context.Context) {
 		parHP = append(parHP, b.start(ctx, hp)...)
 	}
 	b.row("NodePublishVolume answers during pod start, by code", publishes(before, b.sampleAll(ctx)), "", "")
+	kubeletAfter, err := harness.KubeletMetrics(ctx, b.cs, node)
+	assert.NilError(b.t, err)
+	b.row("kubelet's volume operations during pod start, by operation", kubeletOps(kubeletBefore, kubeletAfter, csiPlugin),
+		kubeletOps(kubeletBefore, kubeletAfter, hostPathPlugin), "")
+	b.row("Warning events on the pods, by reason", b.podWarnings(ctx, "-pn-"), b.podWarnings(ctx, "-hp-"), "")
+	for _, mode := range []string{"seq", "par"} {
+		b.row(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
+			b.phases(mode+"-pn-"), b.phases(mode+"-hp-"), "")
+	}
 	b.deletePods(ctx)
 	b.deleteVolumes(ctx, "ps", claims)
 	for _, c := range []struct {
@@ -365,6 +404,107 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(i, 0)]
+}
+
+// --- where a pod's start goes ----------------------------------------------
+
+// The volume_plugin label of kubelet's storage_operation_duration_seconds.
+const (
+	csiPlugin      = "kubernetes.io/csi:" + harness.DriverName
+	hostPathPlugin = "kubernetes.io/host-path"
+)
+
+// kubeletOps sums, between two scrapes of one kubelet, its volume
+// operations for one plugin by operation: how many succeeded and their mean
+// time, and how many failed (kubelet backs off after each failure).
+func kubeletOps(before, after map[string]float64, plugin string) string {
+	type ops struct{ ok, failed, seconds float64 }
+	byOp := map[string]*ops{}
+	for k, v := range after {
+		name, labels, _ := strings.Cut(k, "{")
+		if !strings.HasPrefix(name, "storage_operation_duration_seconds_") || !strings.Contains(labels, `volume_plugin="`+plugin+`"`) {
+			continue
+		}
+		_, op, _ := strings.Cut(labels, `operation_name="`)
+		op, _, _ = strings.Cut(op, `"`)
+		if byOp[op] == nil {
+			byOp[op] = &ops{}
+		}
+		d, ok := v-before[k], strings.Contains(labels, `status="success"`)
+		switch {
+		case strings.HasSuffix(name, "_count") && ok:
+			byOp[op].ok += d
+		case strings.HasSuffix(name, "_count"):
+			byOp[op].failed += d
+		case strings.HasSuffix(name, "_sum") && ok:
+			byOp[op].seconds += d
+		}
+	}
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(byOp)) {
+		o := byOp[op]
+		if o.ok+o.failed == 0 {
+			continue
+		}
+		mean := "-"
+		if o.ok > 0 {
+			mean = time.Duration(o.seconds / o.ok * float64(time.Second)).Round(time.Millisecond).String()
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f ok (mean %s), %.0f failed", op, o.ok, mean, o.failed))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// podWarnings counts the Warning events on the namespace's pods whose names
+// contain part, by reason, with one message of each reason.
+func (b *bench) podWarnings(ctx context.Context, part string) string {
+	evs, err := b.cs.CoreV1().Events(b.ns).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning,involvedObject.kind=Pod"})
+	assert.NilError(b.t, err)
+	count, example := map[string]int32{}, map[string]string{}
+	for _, e := range evs.Items {
+		if !strings.Contains(e.InvolvedObject.Name, part) {
+			continue
+		}
+		count[e.Reason] += max(e.Count, 1)
+		example[e.Reason] = e.Message
+	}
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%s %d (%q)", r, count[r], example[r]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// phases gives the median time, over the pods whose names start with
+// prefix, from the pod's creation to its scheduling, from there to its
+// sandbox being ready (kubelet mounts the volumes before it creates the
+// sandbox), and from there to Ready. Conditions carry whole seconds.
+func (b *bench) phases(prefix string) string {
+	var sched, sandbox, ready []time.Duration
+	for name, p := range b.ready {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		at := map[corev1.PodConditionType]time.Time{}
+		for _, c := range p.Status.Conditions {
+			at[c.Type] = c.LastTransitionTime.Time
+		}
+		created := p.CreationTimestamp.Time
+		sched = append(sched, at[corev1.PodScheduled].Sub(created))
+		sandbox = append(sandbox, at[corev1.PodReadyToStartContainers].Sub(at[corev1.PodScheduled]))
+		ready = append(ready, at[corev1.PodReady].Sub(at[corev1.PodReadyToStartContainers]))
+	}
+	if len(sched) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("scheduled %s, volumes and sandbox %s, containers Ready %s",
+		quantile(sched, 0.5), quantile(sandbox, 0.5), quantile(ready, 0.5))
 }
 
 // --- many volumes ----------------------------------------------------------

@@ -47,7 +47,8 @@ func DriverMetrics(ctx context.Context, cs kubernetes.Interface, node string) (m
 }
 
 // ParseMetrics reads the Prometheus text format into series → value
-// (counters, gauges and untyped; histograms and summaries are left out).
+// (counters, gauges and untyped; a histogram as its _count and _sum series;
+// summaries are left out).
 func ParseMetrics(raw []byte) (map[string]float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
@@ -99,4 +100,14 @@ func SumOf(m map[string]float64, metric string) float64 {
 		}
 	}
 	return sum
+}
+
+// KubeletMetrics reads node's kubelet /metrics through the API server's node
+// proxy, as ParseMetrics gives them.
+func KubeletMetrics(ctx context.Context, cs kubernetes.Interface, node string) (map[string]float64, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scrape the kubelet of %s: %w", node, err)
+	}
+	return ParseMetrics(raw)
 }
