@@ -383,8 +383,8 @@ func (b *bench) podStart(ctx context.Context) {
 	b.row("NodePublishVolume answers during pod start, by code", publishes(before, b.sampleAll(ctx)), "", "")
 	kubeletAfter, err := harness.KubeletMetrics(ctx, b.cs, node)
 	assert.NilError(b.t, err)
-	b.row("kubelet's volume operations during pod start, by operation", kubeletOps(kubeletBefore, kubeletAfter, csiPlugin),
-		kubeletOps(kubeletBefore, kubeletAfter, hostPathPlugin), "")
+	b.row("kubelet's volume operations during pod start, by operation", harness.VolumeOps(kubeletBefore, kubeletAfter, csiPlugin),
+		harness.VolumeOps(kubeletBefore, kubeletAfter, hostPathPlugin), "")
 	b.row("Warning events on the pods, by reason", b.podWarnings(ctx, "-pn-"), b.podWarnings(ctx, "-hp-"), "")
 	for _, mode := range []string{"seq", "par"} {
 		b.row(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
@@ -424,50 +424,6 @@ const (
 	csiPlugin      = "kubernetes.io/csi:" + harness.DriverName
 	hostPathPlugin = "kubernetes.io/host-path"
 )
-
-// kubeletOps sums, between two scrapes of one kubelet, its volume
-// operations for one plugin by operation: how many succeeded and their mean
-// time, and how many failed (kubelet backs off after each failure).
-func kubeletOps(before, after map[string]float64, plugin string) string {
-	type ops struct{ ok, failed, seconds float64 }
-	byOp := map[string]*ops{}
-	for k, v := range after {
-		name, labels, _ := strings.Cut(k, "{")
-		if !strings.HasPrefix(name, "storage_operation_duration_seconds_") || !strings.Contains(labels, `volume_plugin="`+plugin+`"`) {
-			continue
-		}
-		_, op, _ := strings.Cut(labels, `operation_name="`)
-		op, _, _ = strings.Cut(op, `"`)
-		if byOp[op] == nil {
-			byOp[op] = &ops{}
-		}
-		d, ok := v-before[k], strings.Contains(labels, `status="success"`)
-		switch {
-		case strings.HasSuffix(name, "_count") && ok:
-			byOp[op].ok += d
-		case strings.HasSuffix(name, "_count"):
-			byOp[op].failed += d
-		case strings.HasSuffix(name, "_sum") && ok:
-			byOp[op].seconds += d
-		}
-	}
-	var parts []string
-	for _, op := range slices.Sorted(maps.Keys(byOp)) {
-		o := byOp[op]
-		if o.ok+o.failed == 0 {
-			continue
-		}
-		mean := "-"
-		if o.ok > 0 {
-			mean = time.Duration(o.seconds / o.ok * float64(time.Second)).Round(time.Millisecond).String()
-		}
-		parts = append(parts, fmt.Sprintf("%s %.0f ok (mean %s), %.0f failed", op, o.ok, mean, o.failed))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
-}
 
 // podWarnings counts the Warning events on the namespace's pods whose names
 // contain part, by reason, with one message of each reason.

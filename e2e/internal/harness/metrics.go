@@ -7,8 +7,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -110,4 +113,49 @@ func KubeletMetrics(ctx context.Context, cs kubernetes.Interface, node string) (
 		return nil, fmt.Errorf("scrape the kubelet of %s: %w", node, err)
 	}
 	return ParseMetrics(raw)
+}
+
+// VolumeOps sums, between two scrapes of one kubelet, its volume operations
+// (storage_operation_duration_seconds) for one volume plugin by operation:
+// how many succeeded and their mean time, and how many failed (kubelet
+// backs off after each failure). "none" when there were none.
+func VolumeOps(before, after map[string]float64, plugin string) string {
+	type ops struct{ ok, failed, seconds float64 }
+	byOp := map[string]*ops{}
+	for k, v := range after {
+		name, labels, _ := strings.Cut(k, "{")
+		if !strings.HasPrefix(name, "storage_operation_duration_seconds_") || !strings.Contains(labels, `volume_plugin="`+plugin+`"`) {
+			continue
+		}
+		_, op, _ := strings.Cut(labels, `operation_name="`)
+		op, _, _ = strings.Cut(op, `"`)
+		if byOp[op] == nil {
+			byOp[op] = &ops{}
+		}
+		d, ok := v-before[k], strings.Contains(labels, `status="success"`)
+		switch {
+		case strings.HasSuffix(name, "_count") && ok:
+			byOp[op].ok += d
+		case strings.HasSuffix(name, "_count"):
+			byOp[op].failed += d
+		case strings.HasSuffix(name, "_sum") && ok:
+			byOp[op].seconds += d
+		}
+	}
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(byOp)) {
+		o := byOp[op]
+		if o.ok+o.failed == 0 {
+			continue
+		}
+		mean := "-"
+		if o.ok > 0 {
+			mean = time.Duration(o.seconds / o.ok * float64(time.Second)).Round(time.Millisecond).String()
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f ok (mean %s), %.0f failed", op, o.ok, mean, o.failed))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
