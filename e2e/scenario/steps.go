@@ -46,7 +46,10 @@ var vocabulary = compile([]*stepDef{
 	{Name: "pick a pending store pod", Timeout: 30 * time.Second, Defines: true, run: stepPickPendingPod},
 	{Name: "pick the node of {pod}", Timeout: 30 * time.Second, Defines: true, run: stepNodeOf},
 	{Name: "pick a worker without a store pod", Timeout: 30 * time.Second, Defines: true, run: stepFreeWorker},
-	{Name: "pick the store pod on {node}", Timeout: 30 * time.Second, Defines: true, run: stepStorePodOn},
+	// A copy is Ready once it has caught up, and it first has to find itself
+	// in its peers' DNS answer: CoreDNS keeps a "no such host" for up to 30 s
+	// (seen on Kubernetes 1.30), so this waits as long as a deployment does.
+	{Name: "pick the store pod on {node}", Timeout: 2 * time.Minute, Defines: true, run: stepStorePodOn},
 	{Name: "cordon {node}", Timeout: 30 * time.Second, run: stepCordon(true)},
 	{Name: "uncordon {node}", Timeout: 30 * time.Second, run: stepCordon(false)},
 	{Name: "cordon every worker without a store pod", Timeout: 30 * time.Second, run: stepCordonFree},
