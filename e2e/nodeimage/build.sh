@@ -75,9 +75,6 @@ build_etcd() {
 # has Debian's libseccomp2, the same release as this host's).
 build_runtime() {
   local c=github.com/containerd/containerd/v2
-  if ! dpkg -s libseccomp-dev gcc pkg-config >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq libseccomp-dev gcc libc6-dev pkg-config >/dev/null
-  fi
   (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath \
     -ldflags "-s -w -X $c/version.Version=$CONTAINERD_VERSION -X $c/version.Revision=module-proxy" \
     "$c/cmd/containerd@$CONTAINERD_VERSION" "$c/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$c/cmd/ctr@$CONTAINERD_VERSION")
@@ -95,25 +92,26 @@ build_extras() {
 build_own() {
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./e2e/cmd/pause ./e2e/cmd/per-node-cni ./e2e/cmd/per-node-runc)
 }
-# BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
-# registry), written to $out/bases.env.
-if [[ -z "${BASES_ONLY:-}" ]]; then
+# kubernetes, binaries: every binary the node image holds, each step cached.
+kubernetes() {
   cached kubernetes "$(hash_of "$here/versions/$minor.env" "$here/build-kubernetes.sh" "$here/kubernetes/$minor.mod")" \
     "kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy" build_kubernetes
+}
+# binaries: the node's other binaries.
+binaries() {
   cached etcd "$(hash_of "$here/versions/$minor.env" "$here/etcd/$minor.mod")" etcd build_etcd
   cached extras "$versions_key" "coredns ptp loopback host-local portmap crictl" build_extras
   cached runtime "$versions_key" "containerd containerd-shim-runc-v2 ctr runc" build_runtime
-  own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
-  own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
   cached own "$own_key" "pause per-node-cni per-node-runc" build_own
-fi
+}
+own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
+own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
 
 # --- Debian base ------------------------------------------------------------
 packages=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,socat
 base_key="$(echo "$DEBIAN_SUITE $DEBIAN_MIRROR $packages" | sha256sum | cut -c1-12)"
 BASE_IMAGE="per-node.liken.sh/debian:$DEBIAN_SUITE-$base_key"
 build_base() {
-  command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
   local root="$out/rootfs"
   rm -rf "$root"
   debootstrap --variant=minbase --include="$packages" "$DEBIAN_SUITE" "$root" "$DEBIAN_MIRROR" >"$out/debootstrap.log" 2>&1 \
@@ -130,8 +128,6 @@ built() {
   "$@"
   log "$name: built in $((SECONDS - start)) s"
 }
-built "$BASE_IMAGE" "debian base" build_base
-
 go_version="$(go env GOVERSION)"
 # Keyed by the Debian base too: a new base is a new Go image.
 GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)-$base_key"
@@ -148,7 +144,48 @@ build_go_image() {
   quiet docker build -t "$GO_IMAGE" "$ctx"
   rm -rf "$ctx"
 }
-built "$GO_IMAGE" "go image" build_go_image
+# bases: the Debian base, then the Go image on it.
+bases() {
+  built "$BASE_IMAGE" "debian base" build_base
+  built "$GO_IMAGE" "go image" build_go_image
+}
+
+# --- what runs, and what runs at the same time ------------------------------
+# Debian's packages the steps need are installed first, in one apt-get: two
+# steps running it at once would fight over dpkg's lock.
+apt_packages=()
+command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
+if [[ -z "${BASES_ONLY:-}" ]] && ! dpkg -s libseccomp-dev gcc libc6-dev pkg-config >/dev/null 2>&1; then
+  apt_packages+=(libseccomp-dev gcc libc6-dev pkg-config)
+fi
+if (( ${#apt_packages[@]} )); then
+  log "installing ${apt_packages[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+# Three lanes run at once: Kubernetes; the other binaries; the bases. The
+# compilers keep both cores busy while debootstrap and the module downloads
+# wait on the network, so a cold build takes less than the sum of its steps
+# (each step's "built in" is then its own wall time, shared with the others).
+# BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
+# registry), written to $out/bases.env.
+lanes=(bases)
+if [[ -z "${BASES_ONLY:-}" ]]; then lanes+=(kubernetes binaries); fi
+# Each lane is a process group of its own, so that a lane that fails stops
+# the others with everything they started (go build's compilers, debootstrap).
+declare -A lane_of=()
+stop_lanes() { local p; for p in "${!lane_of[@]}"; do kill -- "-$p" 2>/dev/null || true; done; }
+trap stop_lanes EXIT
+set -m
+for lane in "${lanes[@]}"; do "$lane" & lane_of[$!]="$lane"; done
+set +m
+while (( ${#lane_of[@]} )); do
+  done_pid=""
+  if wait -n -p done_pid "${!lane_of[@]}"; then unset "lane_of[$done_pid]"; continue; fi
+  log "${lane_of[$done_pid]:-a lane} failed (its output is above); stopping the others"
+  unset "lane_of[$done_pid]"
+  exit 1
+done
+trap - EXIT
 printf 'BASE_IMAGE=%s\nGO_IMAGE=%s\n' "$BASE_IMAGE" "$GO_IMAGE" > "$out/bases.env"
 if [[ -n "${BASES_ONLY:-}" ]]; then exit 0; fi
 
