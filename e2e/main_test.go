@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,11 +24,21 @@ import (
 )
 
 var (
+	// testenv is the first lane's environment: the tests other than the
+	// scenarios run there.
 	testenv env.Environment
-	hcfg    harness.Config
+	// lanes are every cluster of the run; the scenarios are shared among them.
+	lanes []lane
+	hcfg  harness.Config
 	// probeImage and storeImage are the images built for this run.
 	probeImage, storeImage string
 )
+
+// lane is one cluster of the run and the environment that tests it.
+type lane struct {
+	cluster string
+	env     env.Environment
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -42,36 +53,50 @@ func run(m *testing.M) int {
 	ctx := context.Background()
 	// A cluster this run did not create (make up, E2E_KEEP) is reused and
 	// left running.
-	existed, err := harness.Exists(ctx, hcfg)
+	existed, err := harness.Existing(ctx, hcfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	up, err := harness.Up(ctx, hcfg)
+	envs, err := harness.Up(ctx, hcfg)
 	code := 1
 	if err == nil {
-		probeImage, storeImage = up.ProbeImage, up.StoreImage
-		testenv = env.NewWithConfig(envconf.NewWithKubeConfig(up.Kubeconfig))
+		probeImage, storeImage = envs[0].ProbeImage, envs[0].StoreImage
+		for _, e := range envs {
+			lanes = append(lanes, lane{cluster: e.Cluster, env: env.NewWithConfig(envconf.NewWithKubeConfig(e.Kubeconfig))})
+		}
+		testenv = lanes[0].env
 		start := time.Now()
 		code = testenv.Run(m)
 		fmt.Printf("e2e: tests in %s\n", time.Since(start).Round(time.Second))
 	} else {
 		fmt.Fprintln(os.Stderr, "e2e setup failed:", err)
 	}
-	if code != 0 {
-		dir := filepath.Join(hcfg.Repo, "_out", "e2e-logs", time.Now().UTC().Format("20060102-150405"))
-		if err := harness.ExportLogs(ctx, hcfg, dir); err != nil {
-			fmt.Fprintln(os.Stderr, "exporting the cluster's logs:", err)
+	for _, cluster := range hcfg.Clusters() {
+		finish(ctx, cluster, code != 0, slices.Contains(existed, cluster))
+	}
+	return code
+}
+
+// finish exports a cluster's logs when the run failed, and deletes the
+// cluster unless it was there before the run or E2E_KEEP keeps it.
+func finish(ctx context.Context, cluster string, failed, existed bool) {
+	if failed {
+		dir := filepath.Join(hcfg.Repo, "_out", "e2e-logs", time.Now().UTC().Format("20060102-150405"), cluster)
+		if err := harness.ExportLogs(ctx, hcfg, cluster, dir); err != nil {
+			fmt.Fprintf(os.Stderr, "exporting the logs of %s: %v\n", cluster, err)
 		} else {
-			fmt.Printf("e2e failed: the cluster's logs are in %s\n", dir)
+			fmt.Printf("e2e failed: the logs of cluster %s are in %s\n", cluster, dir)
 		}
 	}
-	if existed {
-		fmt.Printf("e2e: the cluster %s was there before this run; it is left running (make down deletes it)\n", hcfg.Cluster)
-	} else if !hcfg.Keep {
-		if err := harness.Down(ctx, hcfg); err != nil {
+	switch {
+	case existed:
+		fmt.Printf("e2e: the cluster %s was there before this run; it is left running (make down deletes it)\n", cluster)
+	case hcfg.Keep:
+		fmt.Printf("e2e: E2E_KEEP=1: the cluster %s is left running\n", cluster)
+	default:
+		if err := harness.Down(ctx, hcfg, cluster); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	return code
 }

@@ -3,15 +3,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # make e2e / make up / make down.
 #
-#   e2e/run.sh test [SCENARIOS]  cluster up, driver installed, tests (or the scenarios
+#   e2e/run.sh test [SCENARIOS]  clusters up, driver installed, tests (or the scenarios
 #                                whose names start with one of the comma-separated
-#                                SCENARIOS; SUITE=quick: the guide's core) run, cluster deleted
+#                                SCENARIOS; SUITE=quick: the guide's core) run, clusters
+#                                deleted; the scenarios are shared among E2E_LANES
+#                                clusters (default 2), each running one at a time
 #   e2e/run.sh bench             time from deleting a PV to its disappearance
 #   e2e/run.sh bench-api         the drivers' API requests at rest (50 PVs x every worker)
 #   e2e/run.sh bench-e2e         pod start, 200 volumes on every worker, deletion, the
 #                                driver's cost: each next to a hostPath baseline
 #   e2e/run.sh up                the same cluster left running (prints KUBECONFIG)
-#   e2e/run.sh down              delete it
+#   e2e/run.sh down              delete them (every lane's)
 #
 # The Kubernetes minor: $K8S (e.g. 1.37; default e2e/nodeimage/versions/default),
 # whose versions are in e2e/nodeimage/versions/$K8S.env.
@@ -40,11 +42,15 @@ export PATH="$repo/_out/bin:$PATH"
 
 start=$SECONDS
 e2e/host/docker.sh
+e2e/host/limits.sh
 mkdir -p _out/bin
 go build -o _out/bin/kind sigs.k8s.io/kind   # the version go.mod pins
 
 if [[ "${1:-}" == down ]]; then
-  kind delete cluster --name "$E2E_CLUSTER"
+  # Every lane's cluster: $E2E_CLUSTER, $E2E_CLUSTER-2, ...
+  for c in $(kind get clusters 2>/dev/null | grep -xE "$E2E_CLUSTER(-[0-9]+)?" || true); do
+    kind delete cluster --name "$c"
+  done
   exit 0
 fi
 
@@ -86,6 +92,7 @@ case "${1:-test}" in
     # SUITE=quick: the guide's core scenarios, for the inner loop (CI runs all).
     if [[ -z "$scenarios" && "${SUITE:-}" == quick ]]; then scenarios="$quick"; fi
     if [[ -n "$scenarios" ]]; then run=(-run TestScenarios); export E2E_SCENARIO="$scenarios"; fi
+    export E2E_LANES="${E2E_LANES:-2}"
     go test -tags e2e -count=1 -timeout 80m -v "${run[@]}" ./e2e/ 2>&1 | tee _out/e2e.log
     ;;
   *)

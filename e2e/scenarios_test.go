@@ -9,6 +9,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 	"liken.sh/per-node/e2e/scenario"
 )
 
-// TestScenarios runs the documents in scenarios/, one at a time, in order.
+// TestScenarios runs the documents in scenarios/, each alone on a cluster:
+// with one lane one after another, in order; with more (E2E_LANES), each
+// lane takes the next document in order as soon as its last one is done, so
+// the last document still runs after every other on its cluster.
 // E2E_SCENARIO (make e2e SCENARIO=...) keeps those whose name starts with
 // one of its comma-separated prefixes.
 func TestScenarios(t *testing.T) {
@@ -35,21 +39,39 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 	assert.Assert(t, len(run) > 0, "no scenario matches %q", hcfg.Scenario)
+	var mu sync.Mutex
 	times := map[string]time.Duration{}
+	ranOn := map[string]string{}
 	timings := &scenario.Timings{}
+	next := make(chan scenario.Doc, len(run))
 	for _, d := range run {
-		f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
-			start := time.Now()
-			defer func() { times[d.Name] = time.Since(start) }()
-			env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Cluster, Kubeconfig: c.KubeconfigFile(), R: client(t, c),
-				Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings}
-			env.RunDoc(ctx, t, d)
-			return ctx
-		}).Feature()
-		testenv.Test(t, f)
+		next <- d
 	}
+	close(next)
+	var wg sync.WaitGroup
+	for _, l := range lanes {
+		wg.Go(func() {
+			for d := range next {
+				f := features.New(d.Name).Assess(d.Title, func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
+					start := time.Now()
+					defer func() {
+						mu.Lock()
+						defer mu.Unlock()
+						times[d.Name], ranOn[d.Name] = time.Since(start), l.cluster
+					}()
+					t.Logf("scenario %s on cluster %s", d.Name, l.cluster)
+					env := scenario.Env{Repo: hcfg.Repo, Cluster: l.cluster, Kubeconfig: c.KubeconfigFile(), R: client(t, c),
+						Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings}
+					env.RunDoc(ctx, t, d)
+					return ctx
+				}).Feature()
+				l.env.Test(t, f)
+			}
+		})
+	}
+	wg.Wait()
 	for _, d := range run {
-		t.Logf("scenario %-28s %s", d.Name, times[d.Name].Round(time.Second))
+		t.Logf("scenario %-28s %8s  on %s", d.Name, times[d.Name].Round(time.Second), ranOn[d.Name])
 	}
 	t.Logf("steps that passed, by kind:\n%s", timings.Report())
 }

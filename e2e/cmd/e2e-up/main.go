@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command e2e-up brings up the e2e cluster with the driver installed and
-// leaves it running for a person to use (make up). It prints the kubeconfig.
+// leaves it running for a person to use (make up; E2E_LANES=2 brings up
+// two). It prints the kubeconfig of each.
 package main
 
 import (
@@ -16,9 +17,11 @@ import (
 func main() {
 	c, err := harness.FromEnv()
 	if err == nil {
-		var e harness.Env
-		if e, err = harness.Up(context.Background(), c); err == nil {
-			fmt.Printf("cluster %q is up with the driver installed.\nexport KUBECONFIG=%s\n", c.Cluster, e.Kubeconfig)
+		var envs []harness.Env
+		if envs, err = harness.Up(context.Background(), c); err == nil {
+			for _, e := range envs {
+				fmt.Printf("cluster %q is up with the driver installed.\nexport KUBECONFIG=%s\n", e.Cluster, e.Kubeconfig)
+			}
 			return
 		}
 	}

@@ -10,10 +10,12 @@ package harness
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,8 +24,12 @@ import (
 type Config struct {
 	// Repo is the repository root.
 	Repo string
-	// Cluster is the kind cluster's name (E2E_CLUSTER, default per-node-e2e).
+	// Cluster is the kind cluster's name (E2E_CLUSTER, default per-node-e2e);
+	// with more than one lane, the first lane's.
 	Cluster string
+	// Lanes is how many clusters the scenarios are shared among, each
+	// running one scenario at a time (E2E_LANES, default 1).
+	Lanes int
 	// NodeImage is the kind node image (KIND_NODE_IMAGE; empty: kind's default).
 	NodeImage string
 	// GoImage and BaseImage are the build and runtime bases of our images
@@ -52,7 +58,14 @@ func FromEnv() (Config, error) {
 		}
 		repo = parent
 	}
+	lanes := 1
+	if v := os.Getenv("E2E_LANES"); v != "" {
+		if lanes, err = strconv.Atoi(v); err != nil || lanes < 1 || lanes > maxLanes {
+			return Config{}, fmt.Errorf("%w: E2E_LANES=%q: want a number of clusters from 1 to %d", ErrLanes, v, maxLanes)
+		}
+	}
 	c := Config{
+		Lanes:     lanes,
 		Repo:      repo,
 		Cluster:   envOr("E2E_CLUSTER", "per-node-e2e"),
 		NodeImage: os.Getenv("KIND_NODE_IMAGE"),
@@ -64,6 +77,22 @@ func FromEnv() (Config, error) {
 		KubernetesVersion: os.Getenv("E2E_KUBERNETES_VERSION"),
 	}
 	return c, nil
+}
+
+// ErrLanes: E2E_LANES is not a number of clusters the harness runs.
+var ErrLanes = errors.New("bad number of lanes")
+
+// maxLanes bounds E2E_LANES: each lane is a 5-node cluster.
+const maxLanes = 4
+
+// Clusters names the run's clusters, one per lane: Cluster, then Cluster-2,
+// Cluster-3, ...
+func (c Config) Clusters() []string {
+	names := []string{c.Cluster}
+	for i := 2; i <= c.Lanes; i++ {
+		names = append(names, fmt.Sprintf("%s-%d", c.Cluster, i))
+	}
+	return names
 }
 
 // KindConfig is the cluster's kind configuration file.

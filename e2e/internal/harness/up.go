@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,58 +25,144 @@ import (
 // Env is a cluster ready for tests: the driver installed and registered on
 // every node, the test images loaded.
 type Env struct {
+	// Cluster is the kind cluster's name.
+	Cluster string
 	// Kubeconfig is the path of the cluster's kubeconfig.
 	Kubeconfig string
 	// DriverImage, ProbeImage and StoreImage are the images built for this run.
 	DriverImage, ProbeImage, StoreImage string
 }
 
-// Up creates (or reuses) the kind cluster, builds and loads the images, and
-// installs the driver. It prints how long each phase took.
-func Up(ctx context.Context, c Config) (Env, error) {
-	var e Env
+// Up creates (or reuses) the run's kind clusters, one per lane (c.Clusters),
+// and at the same time builds the test images, once for all of them; then it
+// loads the images into every cluster and installs the driver there. It
+// prints how long each phase took.
+func Up(ctx context.Context, c Config) ([]Env, error) {
+	names := c.Clusters()
+	envs := make([]Env, len(names))
+	var images Env
+	if err := phase(fmt.Sprintf("%d cluster(s) up, images built", len(names)), func() error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return images.build(gctx, c) })
+		for i, name := range names {
+			g.Go(func() error {
+				envs[i].Cluster = name
+				return envs[i].createCluster(gctx, c)
+			})
+		}
+		return g.Wait()
+	}); err != nil {
+		return nil, err
+	}
+	err := phase("images loaded, driver installed and registered", func() error {
+		g, gctx := errgroup.WithContext(ctx)
+		for i := range envs {
+			envs[i].DriverImage, envs[i].ProbeImage, envs[i].StoreImage = images.DriverImage, images.ProbeImage, images.StoreImage
+			g.Go(func() error {
+				if err := envs[i].load(gctx, c); err != nil {
+					return err
+				}
+				return envs[i].installDriver(gctx, c)
+			})
+		}
+		return g.Wait()
+	})
+	return envs, err
+}
+
+func phase(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	fmt.Printf("e2e: %s in %s\n", name, time.Since(start).Round(time.Second))
+	return err
+}
+
+func (e *Env) createCluster(ctx context.Context, c Config) error {
+	var opts []support.ClusterOpts
+	if c.NodeImage != "" {
+		opts = append(opts, kind.WithImage(c.NodeImage))
+	}
+	p := kind.NewProvider().SetDefaults().WithName(e.Cluster).WithOpts(opts...)
 	var err error
-	phase := func(name string, f func() error) error {
-		start := time.Now()
-		err := f()
-		fmt.Printf("e2e: %s in %s\n", name, time.Since(start).Round(time.Second))
+	if e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig()); err != nil {
+		return fmt.Errorf("creating cluster %s: %w", e.Cluster, err)
+	}
+	out, err := Run(ctx, c.Repo, "kind", "get", "nodes", "--name", e.Cluster)
+	if err != nil {
 		return err
 	}
-	if err = phase("cluster up", func() error {
-		var opts []support.ClusterOpts
-		if c.NodeImage != "" {
-			opts = append(opts, kind.WithImage(c.NodeImage))
+	cs, err := clientset(e.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	// kind can return while a node's kubelet never registered (seen here
+	// with the host's inotify limits too low): a cluster short of a node is
+	// a broken cluster, not a smaller one.
+	if err := waitNodesReady(ctx, cs, e.Cluster, strings.Fields(out), 3*time.Minute); err != nil {
+		return err
+	}
+	return checkNodes(ctx, cs, e.Cluster, c.KubernetesVersion)
+}
+
+// ErrNodesNotReady: a node of the cluster never became a Ready Node.
+var ErrNodesNotReady = errors.New("not every node of the cluster is Ready")
+
+// waitNodesReady waits until every one of names is a Node whose Ready
+// condition is True.
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cluster string, names []string, timeout time.Duration) error {
+	err := Until(ctx, fmt.Sprintf("the %d nodes of cluster %s to be Ready", len(names), cluster), timeout, func(ctx context.Context) (bool, string, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		p := kind.NewProvider().SetDefaults().WithName(c.Cluster).WithOpts(opts...)
-		if e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig()); err != nil {
+		ready := map[string]bool{}
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready[n.Name] = true
+				}
+			}
+		}
+		var missing []string
+		for _, name := range names {
+			if !ready[name] {
+				missing = append(missing, name)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("not Ready or not registered: %s", strings.Join(missing, ", ")), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w (kubelet's log: docker exec NODE journalctl -u kubelet)", ErrNodesNotReady, err)
+	}
+	return nil
+}
+
+// build builds the driver, probe and store images, one after another (the
+// three share the layers that download the modules).
+func (e *Env) build(ctx context.Context, c Config) error {
+	for _, img := range []struct {
+		dockerfile, repository string
+		name                   *string
+	}{
+		{"Dockerfile", "per-node.liken.sh/driver", &e.DriverImage},
+		{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
+		{"fixtures/store/Dockerfile", "per-node.liken.sh/store", &e.StoreImage},
+	} {
+		var err error
+		if *img.name, err = c.BuildImage(ctx, img.dockerfile, img.repository); err != nil {
 			return err
 		}
-		return checkVersion(ctx, e.Kubeconfig, c.Cluster, c.KubernetesVersion)
-	}); err != nil {
-		return e, err
 	}
-	if err = phase("images built and loaded", func() error {
-		for _, img := range []struct {
-			dockerfile, repository string
-			name                   *string
-		}{
-			{"Dockerfile", "per-node.liken.sh/driver", &e.DriverImage},
-			{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
-			{"fixtures/store/Dockerfile", "per-node.liken.sh/store", &e.StoreImage},
-		} {
-			if *img.name, err = c.BuildImage(ctx, img.dockerfile, img.repository); err != nil {
-				return err
-			}
-			if _, err = Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", c.Cluster, *img.name); err != nil {
-				return err
-			}
+	return nil
+}
+
+func (e Env) load(ctx context.Context, c Config) error {
+	for _, img := range []string{e.DriverImage, e.ProbeImage, e.StoreImage} {
+		if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, img); err != nil {
+			return err
 		}
-		return nil
-	}); err != nil {
-		return e, err
 	}
-	err = phase("driver installed and registered", func() error { return e.installDriver(ctx, c) })
-	return e, err
+	return nil
 }
 
 func (e Env) installDriver(ctx context.Context, c Config) error {
@@ -107,23 +194,19 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 // the run asks for (a cluster left by an earlier run of another minor).
 var ErrWrongVersion = errors.New("the cluster runs another Kubernetes version")
 
-// checkVersion fails unless every node's kubelet reports want (empty: any).
-func checkVersion(ctx context.Context, kubeconfig, cluster, want string) error {
+func clientset(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := conf.New(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// checkNodes fails unless every node's kubelet reports want (empty: any).
+func checkNodes(ctx context.Context, cs kubernetes.Interface, cluster, want string) error {
 	if want == "" {
 		return nil
 	}
-	rc, err := conf.New(kubeconfig)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	return checkNodes(ctx, cs, cluster, want)
-}
-
-func checkNodes(ctx context.Context, cs kubernetes.Interface, cluster, want string) error {
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing the nodes of %s: %w", cluster, err)
@@ -137,23 +220,30 @@ func checkNodes(ctx context.Context, cs kubernetes.Interface, cluster, want stri
 	return nil
 }
 
-// ExportLogs writes the cluster's logs under dir and returns where.
-func ExportLogs(ctx context.Context, c Config, dir string) error {
-	_, err := Run(ctx, c.Repo, "kind", "export", "logs", dir, "--name", c.Cluster)
+// ExportLogs writes the logs of the cluster under dir.
+func ExportLogs(ctx context.Context, c Config, cluster, dir string) error {
+	_, err := Run(ctx, c.Repo, "kind", "export", "logs", dir, "--name", cluster)
 	return err
 }
 
-// Exists reports whether the kind cluster is already there (make up left it).
-func Exists(ctx context.Context, c Config) (bool, error) {
+// Existing returns those of the run's clusters that are already there (make
+// up, or E2E_KEEP, left them).
+func Existing(ctx context.Context, c Config) ([]string, error) {
 	out, err := Run(ctx, c.Repo, "kind", "get", "clusters")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return slices.Contains(strings.Fields(out), c.Cluster), nil
+	var there []string
+	for _, name := range c.Clusters() {
+		if slices.Contains(strings.Fields(out), name) {
+			there = append(there, name)
+		}
+	}
+	return there, nil
 }
 
 // Down deletes the cluster.
-func Down(ctx context.Context, c Config) error {
-	_, err := Run(ctx, c.Repo, "kind", "delete", "cluster", "--name", c.Cluster)
+func Down(ctx context.Context, c Config, cluster string) error {
+	_, err := Run(ctx, c.Repo, "kind", "delete", "cluster", "--name", cluster)
 	return err
 }

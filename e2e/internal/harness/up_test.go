@@ -6,6 +6,7 @@ package harness
 import (
 	"context"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,65 @@ func TestCheckNodesRefusesAClusterOfAnotherVersion(t *testing.T) {
 				return
 			}
 			assert.ErrorIs(t, err, tc.err)
+		})
+	}
+}
+
+func TestLanesNameOneClusterEach(t *testing.T) {
+	for _, tc := range []struct {
+		lanes string
+		want  []string
+		err   bool
+	}{
+		{"", []string{"per-node-e2e"}, false},
+		{"1", []string{"per-node-e2e"}, false},
+		{"3", []string{"per-node-e2e", "per-node-e2e-2", "per-node-e2e-3"}, false},
+		{"0", nil, true},
+		{"5", nil, true},
+		{"two", nil, true},
+	} {
+		t.Run("E2E_LANES="+tc.lanes, func(t *testing.T) {
+			t.Setenv("E2E_CLUSTER", "per-node-e2e")
+			t.Setenv("E2E_LANES", tc.lanes)
+			c, err := FromEnv()
+			if tc.err {
+				assert.ErrorIs(t, err, ErrLanes)
+				return
+			}
+			assert.NilError(t, err)
+			assert.DeepEqual(t, c.Clusters(), tc.want)
+		})
+	}
+}
+
+func TestAClusterShortOfAReadyNodeIsRefused(t *testing.T) {
+	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	kind := []string{"cp", "w1", "w2"}
+	for _, tc := range []struct {
+		name  string
+		nodes []*corev1.Node
+		err   error
+	}{
+		{"every node Ready", []*corev1.Node{node("cp", "True"), node("w1", "True"), node("w2", "True")}, nil},
+		{"a worker never registered", []*corev1.Node{node("cp", "True"), node("w1", "True")}, ErrNodesNotReady},
+		{"a worker not Ready", []*corev1.Node{node("cp", "True"), node("w1", "True"), node("w2", "False")}, ErrNodesNotReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			for _, n := range tc.nodes {
+				_, err := cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+				assert.NilError(t, err)
+			}
+			err := waitNodesReady(context.Background(), cs, "per-node-e2e", kind, time.Second)
+			if tc.err == nil {
+				assert.NilError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, tc.err)
+			assert.ErrorContains(t, err, "w2")
 		})
 	}
 }
