@@ -37,10 +37,9 @@ func (t *Timings) observe(s Step, took time.Duration) {
 	}
 	cur := t.kind[s.Kind]
 	cur.n++
-	if took > cur.longest {
-		cur.longest, cur.where = took, s.Where()
+	if took >= cur.longest {
+		cur.longest, cur.where, cur.timeout = took, s.Where(), s.Timeout
 	}
-	cur.timeout = s.Timeout
 	t.kind[s.Kind] = cur
 }
 
