@@ -148,10 +148,12 @@ func (e *Env) build(ctx context.Context, c Config) error {
 		{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
 		{"fixtures/store/Dockerfile", "per-node.liken.sh/store", &e.StoreImage},
 	} {
+		start := time.Now()
 		var err error
 		if *img.name, err = c.BuildImage(ctx, img.dockerfile, img.repository); err != nil {
 			return err
 		}
+		fmt.Printf("e2e: image %s built in %s\n", *img.name, time.Since(start).Round(time.Second))
 	}
 	return nil
 }
