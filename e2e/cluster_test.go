@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"liken.sh/per-node/e2e/internal/harness"
 )
 
 // TestClusterServesAStore checks what a replicated store needs of the
@@ -30,12 +32,8 @@ func TestClusterServesAStore(t *testing.T) {
 		var nodes corev1.NodeList
 		assert.NilError(t, r.List(ctx, &nodes))
 		assert.Assert(t, len(nodes.Items) >= 5, "1 control plane + 4 workers, have %d nodes", len(nodes.Items))
-		for _, n := range nodes.Items {
-			ready := false
-			for _, cond := range n.Status.Conditions {
-				ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
-			}
-			assert.Assert(t, ready, "node %s is not Ready", n.Name)
+		for i := range nodes.Items {
+			assert.Assert(t, harness.NodeReady(&nodes.Items[i]), "node %s is not Ready", nodes.Items[i].Name)
 		}
 		poll.WaitOn(t, func(poll.LogT) poll.Result {
 			var d appsv1.Deployment

@@ -149,6 +149,16 @@ func WaitRolledOut(ctx context.Context, r *resources.Resources, namespace, name 
 	})
 }
 
+// NodeReady reports whether a node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // PodReady reports whether a pod is Ready and not being deleted.
 func PodReady(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil {

@@ -116,12 +116,8 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cluster string
 			return false, err.Error(), nil
 		}
 		ready := map[string]bool{}
-		for _, n := range nodes.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready[n.Name] = true
-				}
-			}
+		for i := range nodes.Items {
+			ready[nodes.Items[i].Name] = NodeReady(&nodes.Items[i])
 		}
 		var missing []string
 		for _, name := range names {
