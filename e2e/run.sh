@@ -51,6 +51,10 @@ if [[ "${1:-}" == down ]]; then
   for c in $(kind get clusters 2>/dev/null | grep -xE "$E2E_CLUSTER(-[0-9]+)?" || true); do
     kind delete cluster --name "$c"
   done
+  # and their Docker networks (one per cluster, named after it; kind leaves them)
+  for n in $(docker network ls --format '{{.Name}}' | grep -xE "$E2E_CLUSTER(-[0-9]+)?" || true); do
+    docker network rm "$n" >/dev/null
+  done
   exit 0
 fi
 

@@ -5,6 +5,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,10 +65,44 @@ func stepRestartDriver(ctx context.Context, r *Run, a args) error {
 // stepRestartNode restarts a node's kind container and waits until its new
 // kubelet has renewed the node's lease and reports Ready.
 func stepRestartNode(ctx context.Context, r *Run, a args) error {
+	if err := r.rememberAddress(ctx, a["node"]); err != nil {
+		return err
+	}
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "restart", "-t", "10", a["node"]); err != nil {
 		return err
 	}
+	if err := r.sameAddress(ctx, a["node"]); err != nil {
+		return err
+	}
 	return r.waitKubelet(ctx, a["node"], time.Now())
+}
+
+// rememberAddress notes the address of a node about to stop.
+func (r *Run) rememberAddress(ctx context.Context, node string) error {
+	addr, err := harness.NodeAddress(ctx, r.env.Repo, node)
+	if err != nil {
+		return err
+	}
+	r.lists["_address "+node] = []string{addr}
+	return nil
+}
+
+// ErrNodeMoved: a node came back at another address than it had. Its cluster
+// still routes to the old one, so nothing after it would test the driver.
+var ErrNodeMoved = errors.New("the node came back at another address")
+
+// sameAddress fails unless a node that started again is at the address it
+// had before it stopped.
+func (r *Run) sameAddress(ctx context.Context, node string) error {
+	got, err := harness.NodeAddress(ctx, r.env.Repo, node)
+	if err != nil {
+		return err
+	}
+	if had := r.lists["_address "+node]; len(had) == 1 && had[0] != got {
+		return fmt.Errorf("%w: %s is at %s, had %s: another container on its Docker network took the address while it was stopped",
+			ErrNodeMoved, node, got, had[0])
+	}
+	return nil
 }
 
 // waitKubelet waits until node's kubelet, started after since, has renewed
@@ -93,6 +128,9 @@ func (r *Run) waitKubelet(ctx context.Context, node string, since time.Time) err
 }
 
 func stepStopNode(ctx context.Context, r *Run, a args) error {
+	if err := r.rememberAddress(ctx, a["node"]); err != nil {
+		return err
+	}
 	r.lists["_stopped"] = append(r.lists["_stopped"], a["node"])
 	_, err := harness.Run(ctx, r.env.Repo, "docker", "stop", "-t", "10", a["node"])
 	return err
@@ -102,6 +140,9 @@ func stepStartNode(ctx context.Context, r *Run, a args) error {
 	r.lists["_stopped"] = slices.DeleteFunc(r.lists["_stopped"], func(n string) bool { return n == a["node"] })
 	since := time.Now()
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "start", a["node"]); err != nil {
+		return err
+	}
+	if err := r.sameAddress(ctx, a["node"]); err != nil {
 		return err
 	}
 	if err := r.waitKubelet(ctx, a["node"], since); err != nil {
@@ -169,6 +210,9 @@ func stepPVGone(ctx context.Context, r *Run, a args) error {
 // no unmount, no process told to stop. (The host's page cache survives it:
 // see scenarios/28-node-killed-mid-write.md for what this does not test.)
 func stepKillNode(ctx context.Context, r *Run, a args) error {
+	if err := r.rememberAddress(ctx, a["node"]); err != nil {
+		return err
+	}
 	r.lists["_stopped"] = append(r.lists["_stopped"], a["node"])
 	_, err := harness.Run(ctx, r.env.Repo, "docker", "kill", "--signal", "KILL", a["node"])
 	return err

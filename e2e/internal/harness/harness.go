@@ -95,6 +95,11 @@ func (c Config) Clusters() []string {
 	return names
 }
 
+// KubeconfigPath is where the kubeconfig of cluster is written.
+func (c Config) KubeconfigPath(cluster string) string {
+	return filepath.Join(c.Repo, "_out", "kubeconfig", cluster)
+}
+
 // KindConfig is the cluster's kind configuration file.
 func (c Config) KindConfig() string { return filepath.Join(c.Repo, "e2e", "kind-config.yaml") }
 
@@ -113,14 +118,22 @@ func exists(path string) bool {
 // Run runs a command and returns its output; its error carries the command
 // line (to paste) and what it printed.
 func Run(ctx context.Context, dir, name string, args ...string) (string, error) {
+	return RunEnv(ctx, dir, nil, name, args...)
+}
+
+// RunEnv is Run with env (NAME=value) added to the environment.
+func RunEnv(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
 	if err != nil {
-		return out.String(), fmt.Errorf("%s %s (in %s, after %s): %w\n%s", name, strings.Join(args, " "), dir,
+		return out.String(), fmt.Errorf("%s%s %s (in %s, after %s): %w\n%s", strings.Join(append(env, ""), " "), name, strings.Join(args, " "), dir,
 			time.Since(start).Round(time.Millisecond), err, tail(out.String(), 40))
 	}
 	return out.String(), nil

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/conf"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
-	"sigs.k8s.io/e2e-framework/support"
-	"sigs.k8s.io/e2e-framework/support/kind"
 )
 
 // Env is a cluster ready for tests: the driver installed and registered on
@@ -78,17 +78,27 @@ func phase(name string, f func() error) error {
 }
 
 func (e *Env) createCluster(ctx context.Context, c Config) error {
-	var opts []support.ClusterOpts
-	if c.NodeImage != "" {
-		opts = append(opts, kind.WithImage(c.NodeImage))
+	e.Kubeconfig = c.KubeconfigPath(e.Cluster)
+	if err := os.MkdirAll(filepath.Dir(e.Kubeconfig), 0o755); err != nil {
+		return err
 	}
-	p := kind.NewProvider().SetDefaults().WithName(e.Cluster).WithOpts(opts...)
-	var err error
-	if e.Kubeconfig, err = p.CreateWithConfig(ctx, c.KindConfig()); err != nil {
+	there, err := Run(ctx, c.Repo, "kind", "get", "clusters")
+	if err != nil {
+		return err
+	}
+	if slices.Contains(strings.Fields(there), e.Cluster) {
+		_, err = Run(ctx, c.Repo, "kind", "export", "kubeconfig", "--name", e.Cluster, "--kubeconfig", e.Kubeconfig)
+	} else {
+		err = e.create(ctx, c)
+	}
+	if err != nil {
 		return fmt.Errorf("creating cluster %s: %w", e.Cluster, err)
 	}
 	out, err := Run(ctx, c.Repo, "kind", "get", "nodes", "--name", e.Cluster)
 	if err != nil {
+		return err
+	}
+	if err := checkNetwork(ctx, c, e.Cluster, strings.Fields(out)); err != nil {
 		return err
 	}
 	cs, err := clientset(e.Kubeconfig)
@@ -102,6 +112,17 @@ func (e *Env) createCluster(ctx context.Context, c Config) error {
 		return err
 	}
 	return checkNodes(ctx, cs, e.Cluster, c.KubernetesVersion)
+}
+
+// create runs kind create cluster on the cluster's own Docker network
+// (kind reads the network's name from its environment only).
+func (e *Env) create(ctx context.Context, c Config) error {
+	args := []string{"create", "cluster", "--name", e.Cluster, "--config", c.KindConfig(), "--kubeconfig", e.Kubeconfig}
+	if c.NodeImage != "" {
+		args = append(args, "--image", c.NodeImage)
+	}
+	_, err := RunEnv(ctx, c.Repo, []string{"KIND_EXPERIMENTAL_DOCKER_NETWORK=" + c.Network(e.Cluster)}, "kind", args...)
+	return err
 }
 
 // ErrNodesNotReady: a node of the cluster never became a Ready Node.
@@ -240,8 +261,15 @@ func Existing(ctx context.Context, c Config) ([]string, error) {
 	return there, nil
 }
 
-// Down deletes the cluster.
+// Down deletes the cluster, then its Docker network (kind leaves it).
 func Down(ctx context.Context, c Config, cluster string) error {
-	_, err := Run(ctx, c.Repo, "kind", "delete", "cluster", "--name", cluster)
+	if _, err := Run(ctx, c.Repo, "kind", "delete", "cluster", "--name", cluster); err != nil {
+		return err
+	}
+	net := c.Network(cluster)
+	if _, err := Run(ctx, c.Repo, "docker", "network", "inspect", net); err != nil {
+		return nil // never created, or already gone
+	}
+	_, err := Run(ctx, c.Repo, "docker", "network", "rm", net)
 	return err
 }
