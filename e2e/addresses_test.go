@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -64,12 +65,11 @@ func TestRestartedNodesKeepTheirAddresses(t *testing.T) {
 	assert.Assert(t, len(moved) == 0, "restarted nodes moved: %v", moved)
 }
 
-// compareAddr orders dotted IPv4 addresses numerically.
+// compareAddr orders addresses numerically (unparsable ones first).
 func compareAddr(a, b string) int {
-	var x, y [4]int
-	fmt.Sscanf(a, "%d.%d.%d.%d", &x[0], &x[1], &x[2], &x[3])
-	fmt.Sscanf(b, "%d.%d.%d.%d", &y[0], &y[1], &y[2], &y[3])
-	return slices.Compare(x[:], y[:])
+	x, _ := netip.ParseAddr(a)
+	y, _ := netip.ParseAddr(b)
+	return x.Compare(y)
 }
 
 // waitRestarted waits until node's kubelet, started after since, has renewed
