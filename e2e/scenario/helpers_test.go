@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -42,4 +44,27 @@ per_node_copies 2
 	})
 	assert.Equal(t, seriesOf(m, `per_node_copy_used_bytes{volume_id="w"}`), `per_node_copy_used_bytes{b="x",volume_id="v"} 4096`)
 	assert.Equal(t, seriesOf(m, `per_node_workqueue_depth`), "no per_node_workqueue_depth series")
+}
+
+func TestOutsidePodCIDR(t *testing.T) {
+	pod := func(name, ip string, host bool) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{HostNetwork: host}, Status: corev1.PodStatus{PodIP: ip}}
+	}
+	for _, tc := range []struct {
+		name string
+		cidr string
+		pods []corev1.Pod
+		want []string
+	}{
+		{"inside", "10.244.5.0/24", []corev1.Pod{pod("d", "10.244.5.7", false)}, nil},
+		{"the podCIDR the deleted Node had", "10.244.5.0/24", []corev1.Pod{pod("d", "10.244.2.7", false)}, []string{"pod d is at 10.244.2.7"}},
+		{"host network", "10.244.5.0/24", []corev1.Pod{pod("cni", "172.19.0.5", true)}, nil},
+		{"no address yet", "10.244.5.0/24", []corev1.Pod{pod("d", "", false)}, nil},
+		{"node without a podCIDR", "", []corev1.Pod{pod("d", "10.244.5.7", false)}, []string{"pod d is at 10.244.5.7"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.DeepEqual(t, outsidePodCIDR(tc.cidr, tc.pods), tc.want)
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,11 +150,13 @@ func stepStartNode(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	// The driver's pod on the node (DaemonSet) must be back too.
-	return harness.Until(ctx, "the driver to run on "+a["node"]+" again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+	var back []corev1.Pod
+	err := harness.Until(ctx, "the driver to run on "+a["node"]+" again", deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		pods, err := r.driverPodsOn(ctx, a["node"])
 		if err != nil {
 			return false, "", err
 		}
+		back = pods
 		for _, p := range pods {
 			for _, cs := range p.Status.ContainerStatuses {
 				if harness.PodReady(&p) && cs.State.Running != nil && cs.State.Running.StartedAt.After(since) {
@@ -163,6 +166,44 @@ func stepStartNode(ctx context.Context, r *Run, a args) error {
 		}
 		return false, r.driverPodsReport(pods), nil
 	})
+	if err != nil {
+		return err
+	}
+	return r.inPodCIDR(ctx, a["node"], back)
+}
+
+// ErrOutsidePodCIDR: a pod has an address its node no longer routes (a
+// Node deleted and registered again gets another podCIDR).
+var ErrOutsidePodCIDR = errors.New("a pod's address is outside its node's podCIDR")
+
+// inPodCIDR fails unless every pod on the pod network has an address in
+// node's podCIDR: the other nodes route only that to it.
+func (r *Run) inPodCIDR(ctx context.Context, node string, pods []corev1.Pod) error {
+	var n corev1.Node
+	if err := r.env.R.Get(ctx, node, "", &n); err != nil {
+		return err
+	}
+	if out := outsidePodCIDR(n.Spec.PodCIDR, pods); len(out) > 0 {
+		return fmt.Errorf("%w: node %s has podCIDR %s; %s", ErrOutsidePodCIDR, node, n.Spec.PodCIDR, strings.Join(out, ", "))
+	}
+	return nil
+}
+
+// outsidePodCIDR names the pods, not on the host's network, whose address is
+// not in cidr.
+func outsidePodCIDR(cidr string, pods []corev1.Pod) []string {
+	prefix, err := netip.ParsePrefix(cidr)
+	var out []string
+	for _, p := range pods {
+		if p.Spec.HostNetwork || p.Status.PodIP == "" {
+			continue
+		}
+		addr, aerr := netip.ParseAddr(p.Status.PodIP)
+		if err != nil || aerr != nil || !prefix.Contains(addr) {
+			out = append(out, fmt.Sprintf("pod %s is at %s", p.Name, p.Status.PodIP))
+		}
+	}
+	return out
 }
 
 func (r *Run) driverPodsReport(pods []corev1.Pod) string {
