@@ -34,6 +34,9 @@ func (r *Run) createNamespace(ctx context.Context) error {
 func (r *Run) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	if r.t.Failed() {
+		r.exportPodLogs(ctx)
+	}
 	r.restoreControlPlane(ctx)
 	for _, w := range r.writers {
 		w.stop()
