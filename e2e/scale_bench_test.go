@@ -132,6 +132,7 @@ type driverSample struct {
 	rss, cpu, requests   float64 // bytes, seconds, count
 	copies, beingRemoved float64
 	publishes            map[string]float64 // NodePublishVolume calls by gRPC code
+	publishSeconds       float64            // time the driver spent answering them
 }
 
 func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
@@ -141,13 +142,16 @@ func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
 	}
 	return driverSample{at: time.Now(), rss: m["process_resident_memory_bytes"], cpu: m["process_cpu_seconds_total"],
 		requests: harness.SumOf(m, "per_node_api_requests_total"), copies: m["per_node_copies"],
-		beingRemoved: m["per_node_copies_being_removed"], publishes: publishesByCode(m)}, nil
+		beingRemoved: m["per_node_copies_being_removed"], publishes: publishesByCode(m, "_count"),
+		publishSeconds: sum(publishesByCode(m, "_sum"))}, nil
 }
 
-func publishesByCode(m map[string]float64) map[string]float64 {
+// publishesByCode is the driver's NodePublishVolume histogram's series
+// (_count: calls, _sum: seconds) by gRPC code.
+func publishesByCode(m map[string]float64, series string) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		rest, ok := strings.CutPrefix(k, `per_node_rpc_duration_seconds_count{code="`)
+		rest, ok := strings.CutPrefix(k, `per_node_rpc_duration_seconds`+series+`{code="`)
 		code, labels, _ := strings.Cut(rest, `"`)
 		if ok && strings.Contains(labels, `method="NodePublishVolume"`) {
 			out[code] += v
@@ -175,7 +179,20 @@ func publishes(before, after map[string]driverSample) string {
 	if len(parts) == 0 {
 		return "none"
 	}
-	return strings.Join(parts, ", ")
+	var n, took float64
+	for node, a := range after {
+		n += sum(a.publishes) - sum(before[node].publishes)
+		took += a.publishSeconds - before[node].publishSeconds
+	}
+	return fmt.Sprintf("%s; the driver's mean answer %.1f ms", strings.Join(parts, ", "), 1000*took/n)
+}
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
 }
 
 func (b *bench) sampleAll(ctx context.Context) map[string]driverSample {
