@@ -402,6 +402,8 @@ func (b *bench) podStart(ctx context.Context) {
 	assert.NilError(b.t, err)
 	b.row("kubelet's volume operations during pod start, by operation", harness.VolumeOps(kubeletBefore, kubeletAfter, csiPlugin),
 		harness.VolumeOps(kubeletBefore, kubeletAfter, hostPathPlugin), "")
+	b.row("kubelet's calls to the driver during pod start (its csi_operations_seconds)",
+		harness.CSICalls(kubeletBefore, kubeletAfter, harness.DriverName), "", "")
 	b.row("Warning events on the pods, by reason", b.podWarnings(ctx, "-pn-"), b.podWarnings(ctx, "-hp-"), "")
 	for _, mode := range []string{"seq", "par"} {
 		b.row(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
@@ -528,16 +530,24 @@ func (b *bench) manyVolumes(ctx context.Context) {
 		return time.Since(start)
 	}
 	hostDir := "/var/tmp/per-node-bench/" + b.ns
+	kubeletHP := b.kubeletAll(ctx)
 	hp := run(build("mv-hp", func(i int) corev1.Volume {
 		return hostPathVolume(fmt.Sprintf("v%03d", i), fmt.Sprintf("%s/mv-%03d", hostDir, i))
 	}))
+	kubeletHPAfter := b.kubeletAll(ctx)
 	b.deletePods(ctx)
 
 	before := b.sampleAll(ctx)
+	kubeletPN := b.kubeletAll(ctx)
 	peak := b.watchPeakRSS(ctx)
 	pn := run(build("mv-pn", func(i int) corev1.Volume { return claimVolume(fmt.Sprintf("v%03d", i), claims[i]) }))
 	during := b.sampleAll(ctx)
+	kubeletPNAfter := b.kubeletAll(ctx)
 	peakRSS := peak()
+	b.row("kubelet's volume operations during the wave, by operation (all workers)",
+		harness.VolumeOps(kubeletPN, kubeletPNAfter, csiPlugin), harness.VolumeOps(kubeletHP, kubeletHPAfter, hostPathPlugin), "")
+	b.row("kubelet's calls to the driver during the wave (all workers)",
+		harness.CSICalls(kubeletPN, kubeletPNAfter, harness.DriverName), "", "")
 	cpu, req, _ := rates(before, during)
 	ratio := pn.Seconds() / hp.Seconds()
 	mounts := manyVolumes * len(b.workers)
@@ -563,6 +573,20 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
 		took.Round(100*time.Millisecond).String(), "", "")
 	b.goal(fmt.Sprintf("all %d gone <= 30 s after the last delete", len(claims)), took <= 30*time.Second, took.Round(100*time.Millisecond).String())
+}
+
+// kubeletAll is every worker's kubelet metrics, each series summed over
+// the workers.
+func (b *bench) kubeletAll(ctx context.Context) map[string]float64 {
+	all := map[string]float64{}
+	for _, n := range b.workers {
+		m, err := harness.KubeletMetrics(ctx, b.cs, n)
+		assert.NilError(b.t, err)
+		for k, v := range m {
+			all[k] += v
+		}
+	}
+	return all
 }
 
 // watchPeakRSS samples every worker's driver RSS every 2 s until the

@@ -159,3 +159,47 @@ func VolumeOps(before, after map[string]float64, plugin string) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// CSICalls says, from two kubelet scrapes, which CSI calls kubelet made to
+// driver between them (its csi_operations_seconds: the time kubelet waited,
+// connection included), each with how many and their mean time, and how
+// many answered with a code other than OK. "none" when there were none.
+func CSICalls(before, after map[string]float64, driver string) string {
+	type calls struct{ n, failed, seconds float64 }
+	byMethod := map[string]*calls{}
+	for k, v := range after {
+		name, labels, _ := strings.Cut(k, "{")
+		if !strings.HasPrefix(name, "csi_operations_seconds_") || !strings.Contains(labels, `driver_name="`+driver+`"`) {
+			continue
+		}
+		_, method, _ := strings.Cut(labels, `method_name="`)
+		method, _, _ = strings.Cut(method, `"`)
+		method = method[strings.LastIndex(method, "/")+1:]
+		if byMethod[method] == nil {
+			byMethod[method] = &calls{}
+		}
+		d := v - before[k]
+		switch {
+		case strings.HasSuffix(name, "_count"):
+			byMethod[method].n += d
+			if !strings.Contains(labels, `grpc_status_code="OK"`) {
+				byMethod[method].failed += d
+			}
+		case strings.HasSuffix(name, "_sum"):
+			byMethod[method].seconds += d
+		}
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(byMethod)) {
+		c := byMethod[m]
+		if c.n == 0 {
+			continue
+		}
+		mean := time.Duration(c.seconds / c.n * float64(time.Second)).Round(100 * time.Microsecond)
+		parts = append(parts, fmt.Sprintf("%s %.0f (mean %s, %.0f not OK)", m, c.n, mean, c.failed))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}

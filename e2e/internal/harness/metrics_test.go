@@ -73,3 +73,46 @@ func TestVolumeOpsCountsOnlyWhatHappenedBetweenScrapes(t *testing.T) {
 		})
 	}
 }
+
+const csiBefore = `# HELP csi_operations_seconds Container Storage Interface operation duration
+# TYPE csi_operations_seconds histogram
+csi_operations_seconds_bucket{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false",le="+Inf"} 2
+csi_operations_seconds_sum{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 0.04
+csi_operations_seconds_count{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 2
+`
+
+const csiAfter = `# HELP csi_operations_seconds Container Storage Interface operation duration
+# TYPE csi_operations_seconds histogram
+csi_operations_seconds_bucket{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false",le="+Inf"} 6
+csi_operations_seconds_sum{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 0.12
+csi_operations_seconds_count{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 6
+csi_operations_seconds_bucket{driver_name="per-node.liken.sh",grpc_status_code="FailedPrecondition",method_name="/csi.v1.Node/NodePublishVolume",migrated="false",le="+Inf"} 1
+csi_operations_seconds_sum{driver_name="per-node.liken.sh",grpc_status_code="FailedPrecondition",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 0.02
+csi_operations_seconds_count{driver_name="per-node.liken.sh",grpc_status_code="FailedPrecondition",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 1
+csi_operations_seconds_bucket{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodeGetCapabilities",migrated="false",le="+Inf"} 10
+csi_operations_seconds_sum{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodeGetCapabilities",migrated="false"} 0.01
+csi_operations_seconds_count{driver_name="per-node.liken.sh",grpc_status_code="OK",method_name="/csi.v1.Node/NodeGetCapabilities",migrated="false"} 10
+csi_operations_seconds_bucket{driver_name="other.example.com",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false",le="+Inf"} 5
+csi_operations_seconds_sum{driver_name="other.example.com",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 5
+csi_operations_seconds_count{driver_name="other.example.com",grpc_status_code="OK",method_name="/csi.v1.Node/NodePublishVolume",migrated="false"} 5
+`
+
+func TestCSICallsCountsOneDriversCallsBetweenScrapes(t *testing.T) {
+	before, err := ParseMetrics([]byte(csiBefore))
+	assert.NilError(t, err)
+	after, err := ParseMetrics([]byte(csiAfter))
+	assert.NilError(t, err)
+	for _, tc := range []struct {
+		name, driver, want string
+	}{
+		// Publish: 4 new OK in 80 ms and 1 refusal in 20 ms; capabilities
+		// first seen in the second scrape; the other driver left out.
+		{"ours", "per-node.liken.sh", "NodeGetCapabilities 10 (mean 1ms, 0 not OK); NodePublishVolume 5 (mean 20ms, 1 not OK)"},
+		{"a driver never seen", "nfs.csi.k8s.io", "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, CSICalls(before, after, tc.driver), tc.want)
+		})
+	}
+	assert.Equal(t, CSICalls(after, after, "per-node.liken.sh"), "none", "nothing between two equal scrapes")
+}
