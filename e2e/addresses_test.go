@@ -31,10 +31,13 @@ import (
 // takes the lowest address freed, another lane's.
 func TestRestartedNodesKeepTheirAddresses(t *testing.T) {
 	ctx := context.Background()
-	type node struct{ lane, name, addr string }
+	type node struct {
+		lane       lane
+		name, addr string
+	}
 	var nodes []node
 	for _, l := range lanes {
-		n := node{lane: l.cluster, name: l.cluster + "-worker4"}
+		n := node{lane: l, name: l.cluster + "-worker4"}
 		var err error
 		n.addr, err = harness.NodeAddress(ctx, hcfg.Repo, n.name)
 		assert.NilError(t, err)
@@ -74,10 +77,9 @@ func compareAddr(a, b string) int {
 
 // waitRestarted waits until node's kubelet, started after since, has renewed
 // its lease and reports Ready, and the driver's pod there runs again.
-func waitRestarted(t *testing.T, cluster, node string, since time.Time) {
+func waitRestarted(t *testing.T, l lane, node string, since time.Time) {
 	t.Helper()
-	i := slices.IndexFunc(lanes, func(l lane) bool { return l.cluster == cluster })
-	r := client(t, lanes[i].env.EnvConf())
+	r := client(t, l.env.EnvConf())
 	err := harness.Until(context.Background(), "node "+node+" back Ready with its driver", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		var lease coordinationv1.Lease
 		if err := r.Get(ctx, node, "kube-node-lease", &lease); err != nil {

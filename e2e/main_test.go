@@ -58,7 +58,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	envs, err := harness.Up(ctx, hcfg)
+	envs, err := harness.Up(ctx, hcfg, existed)
 	code := 1
 	if err == nil {
 		probeImage, storeImage = envs[0].ProbeImage, envs[0].StoreImage

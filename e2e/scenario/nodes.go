@@ -84,7 +84,7 @@ func (r *Run) rememberAddress(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	r.lists["_address "+node] = []string{addr}
+	r.addresses[node] = addr
 	return nil
 }
 
@@ -99,9 +99,9 @@ func (r *Run) sameAddress(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	if had := r.lists["_address "+node]; len(had) == 1 && had[0] != got {
+	if had, ok := r.addresses[node]; ok && had != got {
 		return fmt.Errorf("%w: %s is at %s, had %s: another container on its Docker network took the address while it was stopped",
-			ErrNodeMoved, node, got, had[0])
+			ErrNodeMoved, node, got, had)
 	}
 	return nil
 }

@@ -50,7 +50,9 @@ type Run struct {
 	metrics map[string]map[string]float64
 	// marks are moments steps noted (a kubelet restarted) for later steps.
 	marks map[string]time.Time
-	t     *testing.T
+	// addresses are the addresses nodes had when a step stopped them.
+	addresses map[string]string
+	t         *testing.T
 }
 
 // RunDoc runs a document's steps in order in a fresh namespace, and cleans
@@ -58,7 +60,7 @@ type Run struct {
 // whether it passes or fails.
 func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 	ns := "sc-" + rand.String(5)
-	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{}, watches: map[string]*mountWatch{}, metrics: map[string]map[string]float64{}, marks: map[string]time.Time{},
+	r := &Run{env: e, doc: d, t: t, lists: map[string][]string{}, records: map[string][]kv.Record{}, writers: map[string]*writer{}, watches: map[string]*mountWatch{}, metrics: map[string]map[string]float64{}, marks: map[string]time.Time{}, addresses: map[string]string{},
 		vars: map[string]string{"ns": ns, "pv": ns + "-store"}}
 	for k, v := range e.Images {
 		r.vars[k] = v

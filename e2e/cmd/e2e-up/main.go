@@ -15,10 +15,15 @@ import (
 )
 
 func main() {
+	ctx := context.Background()
 	c, err := harness.FromEnv()
+	var existing []string
+	if err == nil {
+		existing, err = harness.Existing(ctx, c)
+	}
 	if err == nil {
 		var envs []harness.Env
-		if envs, err = harness.Up(context.Background(), c); err == nil {
+		if envs, err = harness.Up(ctx, c, existing); err == nil {
 			for _, e := range envs {
 				fmt.Printf("cluster %q is up with the driver installed.\nexport KUBECONFIG=%s\n", e.Cluster, e.Kubeconfig)
 			}

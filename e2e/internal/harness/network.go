@@ -39,15 +39,30 @@ func NodeAddress(ctx context.Context, repo, node string) (string, error) {
 
 // checkNetwork fails unless every one of nodes is on network and on no other.
 func checkNetwork(ctx context.Context, c Config, cluster string, nodes []string) error {
-	for _, n := range nodes {
-		out, err := Run(ctx, c.Repo, "docker", "inspect", "-f", `{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}`, n)
-		if err != nil {
-			return err
-		}
-		if got := strings.Fields(out); !slices.Equal(got, []string{c.Network(cluster)}) {
-			return fmt.Errorf("%w: node %s of cluster %s is on %v, want only %s: delete the cluster (make down) and run again",
-				ErrSharedNetwork, n, cluster, got, c.Network(cluster))
-		}
+	args := append([]string{"inspect", "-f", `{{.Name}}{{range $k, $v := .NetworkSettings.Networks}} {{$k}}{{end}}`}, nodes...)
+	out, err := Run(ctx, c.Repo, "docker", args...)
+	if err != nil {
+		return err
+	}
+	want := c.Network(cluster)
+	if node, got := offNetwork(out, want); node != "" {
+		return fmt.Errorf("%w: node %s of cluster %s is on %v, want only %s: delete the cluster (make down) and run again",
+			ErrSharedNetwork, node, cluster, got, want)
 	}
 	return nil
+}
+
+// offNetwork reads lines of "/container network..." and returns the first
+// container that is not on network alone, with its networks; "" if none.
+func offNetwork(inspect, network string) (string, []string) {
+	for _, line := range strings.Split(strings.TrimSpace(inspect), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if got := f[1:]; !slices.Equal(got, []string{network}) {
+			return strings.TrimPrefix(f[0], "/"), got
+		}
+	}
+	return "", nil
 }

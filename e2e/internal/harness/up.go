@@ -33,11 +33,12 @@ type Env struct {
 	DriverImage, ProbeImage, StoreImage string
 }
 
-// Up creates (or reuses) the run's kind clusters, one per lane (c.Clusters),
-// and at the same time builds the test images, once for all of them; then it
-// loads the images into every cluster and installs the driver there. It
-// prints how long each phase took.
-func Up(ctx context.Context, c Config) ([]Env, error) {
+// Up creates the run's kind clusters, one per lane (c.Clusters), reusing
+// those in existing (what Existing returned), and at the same time builds
+// the test images, once for all of them; then it loads the images into
+// every cluster and installs the driver there. It prints how long each
+// phase took.
+func Up(ctx context.Context, c Config, existing []string) ([]Env, error) {
 	names := c.Clusters()
 	envs := make([]Env, len(names))
 	var images Env
@@ -47,7 +48,7 @@ func Up(ctx context.Context, c Config) ([]Env, error) {
 		for i, name := range names {
 			g.Go(func() error {
 				envs[i].Cluster = name
-				return envs[i].createCluster(gctx, c)
+				return envs[i].createCluster(gctx, c, slices.Contains(existing, name))
 			})
 		}
 		return g.Wait()
@@ -77,16 +78,13 @@ func phase(name string, f func() error) error {
 	return err
 }
 
-func (e *Env) createCluster(ctx context.Context, c Config) error {
+func (e *Env) createCluster(ctx context.Context, c Config, reuse bool) error {
 	e.Kubeconfig = c.KubeconfigPath(e.Cluster)
 	if err := os.MkdirAll(filepath.Dir(e.Kubeconfig), 0o755); err != nil {
 		return err
 	}
-	there, err := Run(ctx, c.Repo, "kind", "get", "clusters")
-	if err != nil {
-		return err
-	}
-	if slices.Contains(strings.Fields(there), e.Cluster) {
+	var err error
+	if reuse {
 		_, err = Run(ctx, c.Repo, "kind", "export", "kubeconfig", "--name", e.Cluster, "--kubeconfig", e.Kubeconfig)
 	} else {
 		err = e.create(ctx, c)
@@ -267,9 +265,10 @@ func Down(ctx context.Context, c Config, cluster string) error {
 		return err
 	}
 	net := c.Network(cluster)
-	if _, err := Run(ctx, c.Repo, "docker", "network", "inspect", net); err != nil {
-		return nil // never created, or already gone
+	ids, err := Run(ctx, c.Repo, "docker", "network", "ls", "--quiet", "--filter", "name=^"+net+"$")
+	if err != nil || strings.TrimSpace(ids) == "" {
+		return err // nil: never created, or already gone
 	}
-	_, err := Run(ctx, c.Repo, "docker", "network", "rm", net)
+	_, err = Run(ctx, c.Repo, "docker", "network", "rm", net)
 	return err
 }
