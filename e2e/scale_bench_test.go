@@ -134,6 +134,7 @@ type driverSample struct {
 	publishes            map[string]float64 // NodePublishVolume calls by gRPC code
 	publishSeconds       float64            // time the driver spent answering them
 	heap, stacks, goHeld float64            // bytes: Go heap in use, stacks, held from the OS
+	api                  map[string]float64 // API requests by "VERB code"
 }
 
 func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
@@ -146,7 +147,45 @@ func (b *bench) sample(ctx context.Context, node string) (driverSample, error) {
 		beingRemoved: m["per_node_copies_being_removed"], publishes: publishesByCode(m, "_count"),
 		publishSeconds: sum(publishesByCode(m, "_sum")),
 		heap:           m["go_memstats_heap_inuse_bytes"], stacks: m["go_memstats_stack_inuse_bytes"],
-		goHeld: m["go_memstats_sys_bytes"] - m["go_memstats_heap_released_bytes"]}, nil
+		goHeld: m["go_memstats_sys_bytes"] - m["go_memstats_heap_released_bytes"], api: apiByVerbAndCode(m)}, nil
+}
+
+// apiByVerbAndCode is the driver's API requests by "VERB code".
+func apiByVerbAndCode(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		labels, ok := strings.CutPrefix(k, "per_node_api_requests_total{")
+		if !ok {
+			continue
+		}
+		_, code, _ := strings.Cut(labels, `code="`)
+		code, _, _ = strings.Cut(code, `"`)
+		_, verb, _ := strings.Cut(labels, `verb="`)
+		verb, _, _ = strings.Cut(verb, `"`)
+		out[verb+" "+code] += v
+	}
+	return out
+}
+
+// apiRequests says what API requests every worker's driver made between
+// two samples, by verb and code: a conflict (409) is a request done again.
+func apiRequests(before, after map[string]driverSample) string {
+	total := map[string]float64{}
+	for n, a := range after {
+		for k, v := range a.api {
+			total[k] += v - before[n].api[k]
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(total)) {
+		if total[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, total[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // publishesByCode is the driver's NodePublishVolume histogram's series
@@ -415,7 +454,9 @@ func (b *bench) podStart(ctx context.Context) {
 		parPN = append(parPN, b.start(ctx, pn)...)
 		parHP = append(parHP, b.start(ctx, hp)...)
 	}
-	b.row("NodePublishVolume answers during pod start, by code", publishes(before, b.sampleAll(ctx)), "", "")
+	afterStart := b.sampleAll(ctx)
+	b.row("NodePublishVolume answers during pod start, by code", publishes(before, afterStart), "", "")
+	b.row("the drivers' API requests during pod start, by verb and code", apiRequests(before, afterStart), "", "")
 	kubeletAfter, err := harness.KubeletMetrics(ctx, b.cs, node)
 	assert.NilError(b.t, err)
 	b.row("kubelet's volume operations during pod start, by operation", harness.VolumeOps(kubeletBefore, kubeletAfter, csiPlugin),
@@ -573,6 +614,7 @@ func (b *bench) manyVolumes(ctx context.Context) {
 		pn.Round(100*time.Millisecond).String(), hp.Round(100*time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
 	b.goal("many volumes Ready-time ratio <= 1.2", ratio <= 1.2, fmt.Sprintf("%.2f", ratio))
 	b.row("NodePublishVolume answers during the wave, by code", publishes(before, during), "", "")
+	b.row("the drivers' API requests during the wave, by verb and code", apiRequests(before, during), "", "")
 	for _, n := range b.workers {
 		assert.Equal(b.t, during[n].copies, float64(manyVolumes), "copies on %s after the wave", n)
 	}
