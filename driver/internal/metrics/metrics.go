@@ -3,7 +3,9 @@
 
 // Package metrics holds the driver's Prometheus metrics: what its RPCs
 // answered and how long they took, the mounts it refused, the copies on this
-// node, their removal, the reclaim queue and the API requests it made.
+// node, their removal, the reclaim queue and the API requests it made (how
+// many, how long the API server took to answer, how long each waited in the
+// driver's own rate limit).
 //
 // Every series is bounded: labels are RPC methods, status codes, refusal and
 // removal reasons, and (for the size of a copy) the volumes this node holds
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +58,8 @@ type Metrics struct {
 	removals     *prometheus.CounterVec
 	removedBytes prometheus.Counter
 	api          *prometheus.CounterVec
+	apiLatency   *prometheus.HistogramVec
+	apiWait      *prometheus.HistogramVec
 }
 
 // New returns the driver's metrics, with the Go runtime's and the process's
@@ -83,8 +88,18 @@ func New() *Metrics {
 			Namespace: namespace, Name: "api_requests_total",
 			Help: "Requests this driver made to the Kubernetes API server, by verb and HTTP status code (\"<error>\" when no answer came).",
 		}, []string{"verb", "code"}),
+		apiLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "api_request_duration_seconds",
+			Help:    "Time from sending a request to the Kubernetes API server to its answer, by verb.",
+			Buckets: apiBuckets,
+		}, []string{"verb"}),
+		apiWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "api_client_wait_seconds",
+			Help:    "Time a request waited in this driver's own client-side rate limit before it was sent, by verb.",
+			Buckets: apiBuckets,
+		}, []string{"verb"}),
 	}
-	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.api,
+	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.api, m.apiLatency, m.apiWait,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -134,7 +149,8 @@ func (m *Metrics) Freed(bytes int64) {
 // report their depth, adds and retries to m. client-go takes the first
 // registration of the process; call it once, from main.
 func (m *Metrics) ForClientGo() {
-	clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestResult{m.api}})
+	clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestResult{m.api},
+		RequestLatency: latency{m.apiLatency}, RateLimiterLatency: latency{m.apiWait}})
 	workqueue.SetProvider(queueMetrics{m.registry})
 }
 
@@ -142,6 +158,15 @@ type requestResult struct{ c *prometheus.CounterVec }
 
 func (r requestResult) Increment(_ context.Context, code, method, _ string) {
 	r.c.WithLabelValues(method, code).Inc()
+}
+
+// apiBuckets span an answer from a near API server (1 ms) to a timeout.
+var apiBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
+
+type latency struct{ h *prometheus.HistogramVec }
+
+func (l latency) Observe(_ context.Context, verb string, _ url.URL, took time.Duration) {
+	l.h.WithLabelValues(verb).Observe(took.Seconds())
 }
 
 // queueMetrics gives a named workqueue its series (per_node_workqueue_*).

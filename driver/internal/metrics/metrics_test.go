@@ -4,6 +4,9 @@
 package metrics
 
 import (
+	"context"
+	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +72,29 @@ per_node_workqueue_retries_total{name="reclaim"} 1
 `), "per_node_workqueue_depth", "per_node_workqueue_retries_total")
 	assert.NilError(t, err)
 	var _ workqueue.MetricsProvider = p
+}
+
+// client-go's request and rate-limit latencies land in one series per verb.
+func TestAPILatencyByVerb(t *testing.T) {
+	m := New()
+	req, wait := latency{m.apiLatency}, latency{m.apiWait}
+	req.Observe(context.Background(), "GET", url.URL{Path: "/api/v1/persistentvolumes/a"}, 4*time.Millisecond)
+	req.Observe(context.Background(), "GET", url.URL{Path: "/api/v1/persistentvolumes/b"}, 6*time.Millisecond)
+	req.Observe(context.Background(), "PATCH", url.URL{Path: "/api/v1/persistentvolumes/a"}, 10*time.Millisecond)
+	wait.Observe(context.Background(), "PATCH", url.URL{}, 0)
+	assert.Equal(t, testutil.CollectAndCount(m.apiLatency), 2, "one series per verb, whatever the URL")
+	assert.Equal(t, testutil.CollectAndCount(m.apiWait), 1)
+	got, err := m.Gatherer().Gather()
+	assert.NilError(t, err)
+	for _, f := range got {
+		if f.GetName() != "per_node_api_request_duration_seconds" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			if s.GetLabel()[0].GetValue() == "GET" {
+				assert.Equal(t, s.GetHistogram().GetSampleCount(), uint64(2))
+				assert.Assert(t, math.Abs(s.GetHistogram().GetSampleSum()-0.010) < 1e-9, "sum %v", s.GetHistogram().GetSampleSum())
+			}
+		}
+	}
 }
