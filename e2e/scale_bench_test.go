@@ -164,6 +164,19 @@ func apiByVerbAndCode(m map[string]float64) map[string]float64 {
 		verb, _, _ = strings.Cut(verb, `"`)
 		out[verb+" "+code] += v
 	}
+	for _, series := range []struct{ metric, key string }{
+		{"per_node_api_request_duration_seconds", "answer"}, {"per_node_api_client_wait_seconds", "wait"}} {
+		for k, v := range m {
+			labels, ok := strings.CutPrefix(k, series.metric+"_sum{")
+			if !ok {
+				continue
+			}
+			_, verb, _ := strings.Cut(labels, `verb="`)
+			verb, _, _ = strings.Cut(verb, `"`)
+			out[series.key+"_seconds "+verb] += v
+			out[series.key+"_count "+verb] += m[series.metric+"_count{"+labels]
+		}
+	}
 	return out
 }
 
@@ -176,16 +189,22 @@ func apiRequests(before, after map[string]driverSample) string {
 			total[k] += v - before[n].api[k]
 		}
 	}
-	var parts []string
+	var parts, times []string
 	for _, k := range slices.Sorted(maps.Keys(total)) {
-		if total[k] > 0 {
+		kind, verb, _ := strings.Cut(k, " ")
+		switch {
+		case total[k] <= 0 || kind == "answer_count" || kind == "wait_count":
+		case kind == "answer_seconds" || kind == "wait_seconds":
+			what, _, _ := strings.Cut(kind, "_")
+			times = append(times, fmt.Sprintf("%s %s mean %.1f ms", verb, what, 1000*total[k]/total[what+"_count "+verb]))
+		default:
 			parts = append(parts, fmt.Sprintf("%s %.0f", k, total[k]))
 		}
 	}
 	if len(parts) == 0 {
 		return "none"
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + "; " + strings.Join(times, ", ")
 }
 
 // publishesByCode is the driver's NodePublishVolume histogram's series
