@@ -264,7 +264,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 	}
 	if !has {
 		if removable(pv) && slices.Contains(pv.Finalizers, Finalizer(c.node)) {
-			return Forget(ctx, c.client, pv.Name, c.node)
+			return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
 		}
 		return nil
 	}
@@ -279,7 +279,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 		if err := c.removeCopy(pv.Name, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
 			return err
 		}
-		return Forget(ctx, c.client, pv.Name, c.node)
+		return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
 	case pv.DeletionTimestamp != nil, uid == "", HasRecord(pv, c.node):
 		return nil // waits for its claim; predates tracking (the next publish adopts it); recorded
 	}
@@ -349,7 +349,7 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 		if !apierrors.IsNotFound(err) {
 			continue
 		}
-		if err := Forget(ctx, c.client, pv.Name, node); err != nil {
+		if err := Forget(ctx, c.client, pv.Name, string(pv.UID), node); err != nil {
 			return err
 		}
 		klog.InfoS("Dropped the record of a node that is gone", "volume_id", pv.Name, "node", node)

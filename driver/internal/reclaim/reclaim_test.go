@@ -127,7 +127,7 @@ func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
 			assert.NilError(t, err)
 			assert.DeepEqual(t, finalizersOf(t, c, "store"), got.Finalizers) // recorded once
 
-			assert.NilError(t, Forget(ctx, c, "store", node))
+			assert.NilError(t, Forget(ctx, c, "store", "uid-1", node))
 			got = getPVT(t, c, "store")
 			assert.DeepEqual(t, sorted(got.Finalizers), []string{"example.com/other", pvProtection})
 			assert.DeepEqual(t, got.Annotations, map[string]string{"note": "kept"})
@@ -207,4 +207,16 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Forget drops a record from the PV the caller saw, never from another PV
+// created under its name since: that one's record is what will remove this
+// node's copy of it.
+func TestForgetLeavesAPVCreatedAgainAlone(t *testing.T) {
+	c := fake.NewClientset(recorded(pv("store", "uid-2"), me))
+	assert.NilError(t, Forget(context.Background(), c, "store", "uid-1", me))
+	assert.Assert(t, HasRecord(getPVT(t, c, "store"), me), "the record of the PV created again was dropped: finalizers %v",
+		finalizersOf(t, c, "store"))
+	assert.NilError(t, Forget(context.Background(), c, "store", "uid-2", me))
+	assert.Assert(t, !HasRecord(getPVT(t, c, "store"), me))
 }

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 )
 
 // DriverName is the CSI driver whose PersistentVolumes are reconciled.
@@ -131,8 +132,10 @@ func (t *Tracker) record(ctx context.Context, handle string) (uid string, patche
 	return uid, patched && err == nil, err
 }
 
-// Forget removes node's record from the PV named handle, if it is there.
-func Forget(ctx context.Context, client kubernetes.Interface, handle, node string) error {
+// Forget removes node's record from the PV named handle whose UID is uid,
+// if it is there. A PV created under that name since is left alone: its
+// record is what will remove the node's copy of it.
+func Forget(ctx context.Context, client kubernetes.Interface, handle, uid, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	return onConflict(func() error {
@@ -142,6 +145,11 @@ func Forget(ctx context.Context, client kubernetes.Interface, handle, node strin
 		}
 		if err != nil {
 			return err
+		}
+		if string(pv.UID) != uid {
+			klog.InfoS("Not dropping a record: the PersistentVolume was created again", "volume_id", handle,
+				"node", node, "uid", uid, "new_uid", pv.UID)
+			return nil
 		}
 		return patchRecord(ctx, client, pv, node, false)
 	})
