@@ -6,6 +6,7 @@ package reclaim
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -168,6 +169,8 @@ func TestRecordRefusesAPVThatIsNotOurs(t *testing.T) {
 	}
 }
 
+var pvResource = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
+
 func conflict() error {
 	return apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("changed"))
 }
@@ -219,4 +222,61 @@ func TestForgetLeavesAPVCreatedAgainAlone(t *testing.T) {
 		finalizersOf(t, c, "store"))
 	assert.NilError(t, Forget(context.Background(), c, "store", "uid-2", me))
 	assert.Assert(t, !HasRecord(getPVT(t, c, "store"), me))
+}
+
+// The record is a patch of the finalizer set that carries the UID it read
+// and no resourceVersion: nodes that publish the same PV at once do not
+// conflict, and the API server's own rules (a UID never changes; no new
+// finalizer on a PV being deleted) keep what the read decided. A refusal
+// is then read again to say why.
+func TestRecordBetweenReadAndWrite(t *testing.T) {
+	invalid := func() error {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, "store", nil)
+	}
+	for _, tc := range []struct {
+		name string
+		// meanwhile changes the PV as the first patch arrives, and says
+		// whether the API server refuses that patch.
+		meanwhile func(c *fake.Clientset) bool
+		want      error
+		uid       string
+	}{
+		{"another node recorded itself", func(c *fake.Clientset) bool {
+			assert.NilError(t, c.Tracker().Update(pvResource, recorded(pv("store", "uid-1"), "worker-b"), ""))
+			return false
+		}, nil, "uid-1"},
+		{"its deletion began", func(c *fake.Clientset) bool {
+			assert.NilError(t, c.Tracker().Update(pvResource, deleting(pv("store", "uid-1", pvProtection)), ""))
+			return true
+		}, ErrDeleting, ""},
+		{"it was created again", func(c *fake.Clientset) bool {
+			assert.NilError(t, c.Tracker().Delete(pvResource, "", "store"))
+			assert.NilError(t, c.Tracker().Add(pv("store", "uid-2")))
+			return true
+		}, nil, "uid-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(pv("store", "uid-1"))
+			var patches []string
+			c.PrependReactor("patch", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				patches = append(patches, string(a.(clienttesting.PatchAction).GetPatch()))
+				if len(patches) == 1 && tc.meanwhile(c) {
+					return true, nil, invalid()
+				}
+				return false, nil, nil
+			})
+			uid, err := NewTracker(c, me, nil).Record(context.Background(), "store")
+			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
+			for _, p := range patches {
+				assert.Assert(t, !strings.Contains(p, "resourceVersion"), "patch %s", p)
+			}
+			assert.Assert(t, strings.Contains(patches[0], `"uid":"uid-1"`), "patch %s", patches[0])
+			if tc.want != nil {
+				assert.Assert(t, !slices.Contains(finalizersOf(t, c, "store"), Finalizer(me)), "recorded on a PV being deleted")
+				return
+			}
+			assert.Equal(t, uid, tc.uid)
+			assert.Assert(t, slices.Contains(finalizersOf(t, c, "store"), Finalizer(me)), "finalizers %v", finalizersOf(t, c, "store"))
+		})
+	}
 }

@@ -85,12 +85,16 @@ func looksHashed(part string) bool {
 }
 
 // recordPatch is a strategic merge patch that adds (add) or removes
-// (!add) exactly node's record and nothing else. resourceVersion makes it
-// conditional: if the PV changed since it was read, the API server answers
-// Conflict and the caller reads it again.
+// (!add) exactly node's record and nothing else. Finalizers merge as a
+// set, so the records of nodes that publish at once do not conflict: the
+// patch carries no resourceVersion. It carries the UID that was read, so
+// it never lands on another PV created under the same name (the API server
+// refuses a changed UID), and the API server itself refuses a new
+// finalizer on a PV being deleted: what the read decided still holds when
+// the record is written.
 func recordPatch(pv *corev1.PersistentVolume, node string, add bool) []byte {
 	f := Finalizer(node)
-	meta := map[string]any{"resourceVersion": pv.ResourceVersion}
+	meta := map[string]any{"uid": string(pv.UID)}
 	if add {
 		meta["finalizers"] = []string{f}
 	} else {

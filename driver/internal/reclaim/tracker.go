@@ -127,9 +127,31 @@ func (t *Tracker) record(ctx context.Context, handle string) (uid string, patche
 			return nil
 		}
 		patched = true
-		return patchRecord(ctx, t.client, pv, t.node, true)
+		return t.refusedWhy(ctx, pv, patchRecord(ctx, t.client, pv, t.node, true))
 	})
 	return uid, patched && err == nil, err
+}
+
+// refusedWhy reads the PV again after the API server refused to record
+// this node on it (err wraps ErrForbidden): a PV whose deletion began since
+// it was read gives ErrDeleting, and one created again under the same name
+// a Conflict, which reads the new one. Other errors, and refusals of an
+// unchanged PV, are returned as they are.
+func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume, err error) error {
+	if !errors.Is(err, ErrForbidden) {
+		return err
+	}
+	now, gerr := getPV(ctx, t.client, read.Name)
+	switch {
+	case gerr != nil:
+		return err
+	case now.UID != read.UID:
+		return apierrors.NewConflict(corev1.Resource("persistentvolumes"), read.Name,
+			fmt.Errorf("created again (UID %s, was %s) before the record was written", now.UID, read.UID))
+	case now.DeletionTimestamp != nil:
+		return ErrDeleting
+	}
+	return err
 }
 
 // Forget removes node's record from the PV named handle whose UID is uid,
