@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // tailLines is how much of each container's log a failed scenario prints
@@ -41,19 +42,15 @@ func (r *Run) exportPodLogs(ctx context.Context) {
 	for _, p := range pods.Items {
 		for _, c := range p.Status.ContainerStatuses {
 			if c.RestartCount > 0 {
-				r.exportLog(ctx, dir, p, c.Name, true)
+				r.exportLog(ctx, cs, dir, p, c.Name, true)
 			}
-			r.exportLog(ctx, dir, p, c.Name, false)
+			r.exportLog(ctx, cs, dir, p, c.Name, false)
 		}
 	}
 	r.t.Logf("pod logs of %s (%d pods) are in %s", r.ns(), len(pods.Items), dir)
 }
 
-func (r *Run) exportLog(ctx context.Context, dir string, p corev1.Pod, container string, previous bool) {
-	cs, err := r.clientset()
-	if err != nil {
-		return
-	}
+func (r *Run) exportLog(ctx context.Context, cs kubernetes.Interface, dir string, p corev1.Pod, container string, previous bool) {
 	name := p.Name + "_" + container
 	if previous {
 		name += "_previous"
