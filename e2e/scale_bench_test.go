@@ -648,6 +648,7 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
 		took.Round(100*time.Millisecond).String(), "", "")
 	b.goal(fmt.Sprintf("all %d gone <= 30 s after the last delete", len(claims)), took <= 30*time.Second, took.Round(100*time.Millisecond).String())
+	b.row("the drivers' API requests during deletion, by verb and code", apiRequests(after, b.sampleAll(ctx)), "", "")
 }
 
 // kubeletAll is every worker's kubelet metrics, each series summed over

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,12 @@ import (
 // resync re-examines every PV from the informer's cache (no API call) as a
 // safety net; events and the retry queue do the real work.
 const resync = 10 * time.Minute
+
+// workers is how many handles the controller works on at once (the queue
+// never gives one handle to two). A removal waits for the API server to
+// drop this node's record, so one worker would remove one copy per round
+// trip; the reclaim client's rate limit, not the workers, bounds the load.
+const workers = 4
 
 var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
 
@@ -138,9 +145,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	for c.next(ctx) {
-	}
+	c.work(ctx)
 	return nil
+}
+
+// work runs the workers until the queue shuts down.
+func (c *Controller) work(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func objectName(obj any) string {
@@ -278,6 +296,9 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 	case removable(pv):
 		if err := c.removeCopy(pv.Name, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
 			return err
+		}
+		if !slices.Contains(pv.Finalizers, Finalizer(c.node)) {
+			return nil // a copy that predates tracking: no record to drop
 		}
 		return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
 	case pv.DeletionTimestamp != nil, uid == "", HasRecord(pv, c.node):

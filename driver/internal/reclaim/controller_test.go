@@ -6,10 +6,15 @@ package reclaim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,25 +26,46 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// fakeCopies is this node's disk, as the controller sees it.
+// fakeCopies is this node's disk, as the controller sees it. Safe for the
+// controller's workers at once, as the real one is.
 type fakeCopies struct {
+	mu      sync.Mutex
 	uids    map[string]string
 	held    map[string]bool
 	removed []string
+	// removing, if set, is called as a removal begins, outside the lock.
+	removing func(handle string)
 }
 
 func (f *fakeCopies) Handles() ([]string, error) {
-	var out []string
-	for h := range f.uids {
-		out = append(out, h)
-	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Collect(maps.Keys(f.uids))
 	slices.Sort(out)
 	return out, nil
 }
-func (f *fakeCopies) HasCopy(h string) (bool, error)   { _, ok := f.uids[h]; return ok, nil }
-func (f *fakeCopies) CopyUID(h string) (string, error) { return f.uids[h], nil }
-func (f *fakeCopies) EmptyTrash() error                { return nil }
+
+func (f *fakeCopies) HasCopy(h string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.uids[h]
+	return ok, nil
+}
+
+func (f *fakeCopies) CopyUID(h string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.uids[h], nil
+}
+
+func (f *fakeCopies) EmptyTrash() error { return nil }
+
 func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
+	if f.removing != nil {
+		f.removing(h)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.held[h] {
 		return false, errors.New("held by a pod")
 	}
@@ -248,4 +274,61 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// The controller works on several handles at once: a removal waits for
+// the API server, and 200 PVs deleted together must not wait for 200 round
+// trips one after another. Each removal here waits until `workers` of them
+// have begun; one at a time, the first would wait forever.
+func TestRemovalsRunAtOnce(t *testing.T) {
+	var pvs []*corev1.PersistentVolume
+	copies := &fakeCopies{uids: map[string]string{}}
+	for i := range 2 * workers {
+		name := fmt.Sprintf("v%d", i)
+		pvs = append(pvs, deleting(recorded(pv(name, "u"+name), me)))
+		copies.uids[name] = "u" + name
+	}
+	var mu sync.Mutex
+	var begun []string
+	all, stop := make(chan struct{}), make(chan struct{})
+	copies.removing = func(h string) {
+		mu.Lock()
+		begun = append(begun, h)
+		if len(begun) == workers {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-stop: // the test has failed; let the workers finish
+		}
+	}
+	tc := newController(t, me, copies, []string{me}, pvs...)
+	for _, p := range pvs {
+		tc.queue.Add(p.Name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tc.work(ctx); close(done) }()
+	t.Cleanup(func() { close(stop); cancel(); tc.queue.ShutDown(); <-done })
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(begun) < workers {
+			return poll.Continue("%d removals begun at once (%v), want %d", len(begun), begun, workers)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second))
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		left := 0
+		for _, p := range pvs {
+			if got, err := tc.client.CoreV1().PersistentVolumes().Get(ctx, p.Name, metav1.GetOptions{}); err == nil && HasRecord(got, me) {
+				left++
+			}
+		}
+		if h, _ := copies.Handles(); len(h) > 0 || left > 0 {
+			return poll.Continue("copies left %v, records left %d of %d", h, left, len(pvs))
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second))
 }

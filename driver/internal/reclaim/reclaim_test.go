@@ -5,6 +5,7 @@ package reclaim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -212,16 +214,81 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 	}
 }
 
-// Forget drops a record from the PV the caller saw, never from another PV
-// created under its name since: that one's record is what will remove this
-// node's copy of it.
-func TestForgetLeavesAPVCreatedAgainAlone(t *testing.T) {
-	c := fake.NewClientset(recorded(pv("store", "uid-2"), me))
-	assert.NilError(t, Forget(context.Background(), c, "store", "uid-1", me))
-	assert.Assert(t, HasRecord(getPVT(t, c, "store"), me), "the record of the PV created again was dropped: finalizers %v",
-		finalizersOf(t, c, "store"))
-	assert.NilError(t, Forget(context.Background(), c, "store", "uid-2", me))
-	assert.Assert(t, !HasRecord(getPVT(t, c, "store"), me))
+// Forget is one request, a patch carrying the UID the caller saw: the API
+// server refuses it on another PV created under the name since (that one's
+// record is what will remove this node's copy of it), and only a refusal
+// is read again.
+func TestForgetIsOnePatchOfThePVTheCallerSaw(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		objs       []runtime.Object
+		uid        string
+		wantRecord bool
+		wantVerbs  []string
+	}{
+		{"recorded", []runtime.Object{recorded(pv("store", "uid-1"), me, "worker-b")}, "uid-1", false, []string{"patch"}},
+		{"recorded, long name", []runtime.Object{recorded(pv("store", "uid-1"), name253)}, "uid-1", false, []string{"patch"}},
+		{"not recorded", []runtime.Object{pv("store", "uid-1")}, "uid-1", false, []string{"patch"}},
+		{"created again", []runtime.Object{recorded(pv("store", "uid-2"), me)}, "uid-1", true, []string{"patch", "get"}},
+		{"gone", nil, "uid-1", false, []string{"patch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := withAPIServerRules(fake.NewClientset(tc.objs...))
+			node := me
+			if strings.Contains(tc.name, "long") {
+				node = name253
+			}
+			assert.NilError(t, Forget(context.Background(), c, "store", tc.uid, node))
+			var verbs []string
+			for _, a := range c.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			assert.DeepEqual(t, verbs, tc.wantVerbs)
+			if tc.objs == nil {
+				return
+			}
+			got := getPVT(t, c, "store")
+			assert.Equal(t, HasRecord(got, node), tc.wantRecord, "finalizers %v, annotations %v", got.Finalizers, got.Annotations)
+			assert.Equal(t, slices.Contains(got.Finalizers, Finalizer("worker-b")), tc.name == "recorded", "another node's record")
+		})
+	}
+}
+
+// withAPIServerRules makes the fake API server keep the two rules of the
+// real one that records rely on: a patch never changes an object's UID,
+// and no finalizer is added to an object being deleted.
+func withAPIServerRules(c *fake.Clientset) *fake.Clientset {
+	c.PrependReactor("patch", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pa := a.(clienttesting.PatchAction)
+		obj, err := c.Tracker().Get(pvResource, "", pa.GetName())
+		if err != nil {
+			return false, nil, nil // the default reactor answers NotFound
+		}
+		now := obj.(*corev1.PersistentVolume)
+		var patch struct {
+			Metadata struct {
+				UID        string   `json:"uid"`
+				Finalizers []string `json:"finalizers"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		refuse := func(why string) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, now.Name,
+				field.ErrorList{field.Forbidden(field.NewPath("metadata"), why)})
+		}
+		if patch.Metadata.UID != "" && patch.Metadata.UID != string(now.UID) {
+			return refuse("uid: field is immutable")
+		}
+		for _, f := range patch.Metadata.Finalizers {
+			if now.DeletionTimestamp != nil && !slices.Contains(now.Finalizers, f) {
+				return refuse("no new finalizers can be added if the object is being deleted")
+			}
+		}
+		return false, nil, nil
+	})
+	return c
 }
 
 // The record is a patch of the finalizer set that carries the UID it read

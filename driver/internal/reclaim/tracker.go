@@ -155,26 +155,31 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 }
 
 // Forget removes node's record from the PV named handle whose UID is uid,
-// if it is there. A PV created under that name since is left alone: its
-// record is what will remove the node's copy of it.
+// if it is there, in one request: the patch carries uid, so the API server
+// refuses it on a PV created under that name since (that PV's record is
+// what will remove the node's copy of it). A refusal is read again to tell
+// that from an error.
 func Forget(ctx context.Context, client kubernetes.Interface, handle, uid, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
-	return onConflict(func() error {
-		pv, err := getPV(ctx, client, handle)
-		if errors.Is(err, ErrNoVolume) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if string(pv.UID) != uid {
-			klog.InfoS("Not dropping a record: the PersistentVolume was created again", "volume_id", handle,
-				"node", node, "uid", uid, "new_uid", pv.UID)
-			return nil
-		}
-		return patchRecord(ctx, client, pv, node, false)
-	})
+	seen := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle, UID: types.UID(uid)}}
+	err := sendRecordPatch(ctx, client, seen, node, false)
+	if errors.Is(err, ErrNoVolume) {
+		return nil
+	}
+	if !errors.Is(err, ErrForbidden) {
+		return err
+	}
+	now, gerr := getPV(ctx, client, handle)
+	switch {
+	case errors.Is(gerr, ErrNoVolume):
+		return nil
+	case gerr == nil && string(now.UID) != uid:
+		klog.InfoS("Not dropping a record: the PersistentVolume was created again", "volume_id", handle,
+			"node", node, "uid", uid, "new_uid", now.UID)
+		return nil
+	}
+	return err
 }
 
 // patchRecord adds or removes node's record on pv, unless it is already so.
@@ -183,6 +188,12 @@ func patchRecord(ctx context.Context, client kubernetes.Interface, pv *corev1.Pe
 	if has == add {
 		return nil
 	}
+	return sendRecordPatch(ctx, client, pv, node, add)
+}
+
+// sendRecordPatch adds or removes node's record on the PV of pv's name and
+// UID.
+func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) error {
 	_, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.StrategicMergePatchType,
 		recordPatch(pv, node, add), metav1.PatchOptions{FieldManager: DriverName})
 	verb := "record"
@@ -205,13 +216,16 @@ func getPV(ctx context.Context, client kubernetes.Interface, name string) (*core
 }
 
 // apiError sorts an API error: a conflict is retried by onConflict, a
-// refusal is not an outage, and everything else is the API not answering.
+// missing PV is ErrNoVolume, a refusal is not an outage, and everything
+// else is the API not answering.
 func apiError(err error, format string, args ...any) error {
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsConflict(err):
 		return err
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %s: %v", ErrNoVolume, fmt.Sprintf(format, args...), err)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return fmt.Errorf("%w: %s: %v", ErrForbidden, fmt.Sprintf(format, args...), err)
 	default:
