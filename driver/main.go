@@ -114,8 +114,10 @@ func run(ctx context.Context, o options) error {
 	m.ForClientGo()
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(),
 		KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL, Metrics: m}
+	var tracker *reclaim.Tracker
 	if !o.standalone {
-		cfg.Tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
+		tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
+		cfg.Tracker = tracker
 	}
 	srv, err := node.New(cfg)
 	if err != nil {
@@ -124,6 +126,7 @@ func run(ctx context.Context, o options) error {
 	var reclaimStopped atomic.Bool
 	if !o.standalone {
 		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv, m)
+		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
 			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {

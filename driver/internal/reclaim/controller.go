@@ -161,6 +161,16 @@ func (c *Controller) work(ctx context.Context) {
 	wg.Wait()
 }
 
+// Cached returns the PV of name as the controller's informer last saw it.
+// Before the informer's cache has synced it has seen nothing.
+func (c *Controller) Cached(name string) (*corev1.PersistentVolume, bool) {
+	if !c.synced.Load() {
+		return nil, false
+	}
+	pv, err := c.pvs.Get(name)
+	return pv, err == nil
+}
+
 func objectName(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -331,4 +332,18 @@ func TestRemovalsRunAtOnce(t *testing.T) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second))
+}
+
+// The controller's cache answers a publish only once it has synced: before
+// that it has seen nothing, and the publish reads the PV.
+func TestCachedOnceSynced(t *testing.T) {
+	tc := newController(t, me, &fakeCopies{}, []string{me}, pv("store", "uid-1"))
+	_, ok := tc.Cached("store")
+	assert.Assert(t, !ok, "answered before its cache synced")
+	tc.synced.Store(true)
+	got, ok := tc.Cached("store")
+	assert.Assert(t, ok)
+	assert.Equal(t, got.UID, types.UID("uid-1"))
+	_, ok = tc.Cached("other")
+	assert.Assert(t, !ok)
 }

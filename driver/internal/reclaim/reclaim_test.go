@@ -347,3 +347,70 @@ func TestRecordBetweenReadAndWrite(t *testing.T) {
 		})
 	}
 }
+
+// cacheOf is a cache that saw pvs.
+type cacheOf []*corev1.PersistentVolume
+
+func (c cacheOf) Cached(name string) (*corev1.PersistentVolume, bool) {
+	for _, p := range c {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// A PV the cache shows without this node's record is recorded in one
+// request, the patch whose answer is the fresh read; whatever changed since
+// the cache saw it, the outcome is the one a fresh read would have given.
+func TestRecordFromTheCache(t *testing.T) {
+	notOurs := pv("store", "uid-1")
+	notOurs.Spec.CSI.VolumeHandle = "other"
+	for _, tc := range []struct {
+		name       string
+		server     []runtime.Object
+		seen       cacheOf
+		want       error
+		wantUID    string
+		wantVerbs  []string
+		wantRecord bool
+	}{
+		{"seen without the record", []runtime.Object{pv("store", "uid-1")}, cacheOf{pv("store", "uid-1")},
+			nil, "uid-1", []string{"patch"}, true},
+		{"seen with the record", []runtime.Object{recorded(pv("store", "uid-1"), me)}, cacheOf{recorded(pv("store", "uid-1"), me)},
+			nil, "uid-1", []string{"get"}, true},
+		{"not seen", []runtime.Object{pv("store", "uid-1")}, nil,
+			nil, "uid-1", []string{"get", "patch"}, true},
+		{"created again since", []runtime.Object{pv("store", "uid-2")}, cacheOf{pv("store", "uid-1")},
+			nil, "uid-2", []string{"patch", "get", "get", "patch"}, true},
+		{"its deletion began since", []runtime.Object{deleting(pv("store", "uid-1", pvProtection))}, cacheOf{pv("store", "uid-1")},
+			ErrDeleting, "", []string{"patch", "get"}, false},
+		{"recorded and being deleted since", []runtime.Object{deleting(recorded(pv("store", "uid-1"), me))}, cacheOf{pv("store", "uid-1")},
+			ErrDeleting, "", []string{"patch"}, true},
+		{"gone since", nil, cacheOf{pv("store", "uid-1")},
+			ErrNoVolume, "", []string{"patch"}, false},
+		{"seen not ours", []runtime.Object{notOurs}, cacheOf{notOurs},
+			ErrNotOurs, "", []string{"get"}, false},
+		{"seen being deleted", []runtime.Object{deleting(pv("store", "uid-1", pvProtection))}, cacheOf{deleting(pv("store", "uid-1", pvProtection))},
+			ErrDeleting, "", []string{"get"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := withAPIServerRules(fake.NewClientset(tc.server...))
+			tr := NewTracker(c, me, nil)
+			tr.Consult(tc.seen)
+			uid, err := tr.Record(context.Background(), "store")
+			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
+			assert.Equal(t, uid, tc.wantUID)
+			var verbs []string
+			for _, a := range c.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			assert.DeepEqual(t, verbs, tc.wantVerbs)
+			if tc.server == nil {
+				return
+			}
+			got := getPVT(t, c, "store")
+			assert.Equal(t, HasRecord(got, me), tc.wantRecord, "finalizers %v", got.Finalizers)
+		})
+	}
+}

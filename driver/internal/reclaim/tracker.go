@@ -75,12 +75,25 @@ type Tracker struct {
 	recorder record.EventRecorder
 	// uids remembers the UID of each PV seen, so an event needs no API call.
 	uids *uidCache
+	// cache, if set, is where a PV was last seen (the controller's
+	// informer); it saves the read before a new record.
+	cache Cache
+}
+
+// Cache is a view of PersistentVolumes that may lag the API server.
+type Cache interface {
+	// Cached returns the PV of name as last seen, if it was seen.
+	Cached(name string) (*corev1.PersistentVolume, bool)
 }
 
 // NewTracker returns the tracker of node.
 func NewTracker(client kubernetes.Interface, node string, recorder record.EventRecorder) *Tracker {
 	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache()}
 }
+
+// Consult makes the tracker look in cache before it reads a PV to record
+// this node on it. Call it before the tracker is used.
+func (t *Tracker) Consult(cache Cache) { t.cache = cache }
 
 // CheckOurs says which field, if any, makes pv not a per-node volume that a
 // publish of handle may use.
@@ -110,6 +123,13 @@ func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
 func (t *Tracker) record(ctx context.Context, handle string) (uid string, patched bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
+	if seen, ok := t.unrecorded(handle); ok {
+		uid, err := t.recordSeen(ctx, seen)
+		if !apierrors.IsConflict(err) {
+			return uid, err == nil, err
+		}
+		// created again since it was seen: read it
+	}
 	err = onConflict(func() error {
 		pv, err := getPV(ctx, t.client, handle)
 		if err != nil {
@@ -130,6 +150,45 @@ func (t *Tracker) record(ctx context.Context, handle string) (uid string, patche
 		return t.refusedWhy(ctx, pv, patchRecord(ctx, t.client, pv, t.node, true))
 	})
 	return uid, patched && err == nil, err
+}
+
+// unrecorded returns the cached PV of handle if the cache shows a per-node
+// volume of that name, not being deleted, that does not record this node
+// yet: the one case where the read before the record can be saved.
+func (t *Tracker) unrecorded(handle string) (*corev1.PersistentVolume, bool) {
+	if t.cache == nil {
+		return nil, false
+	}
+	pv, ok := t.cache.Cached(handle)
+	if !ok || CheckOurs(pv, handle) != nil || pv.DeletionTimestamp != nil || HasRecord(pv, t.node) {
+		return nil, false
+	}
+	return pv, true
+}
+
+// recordSeen records this node on the PV seen in the cache, in one
+// request: the patch carries the seen UID, so it lands on that PV or on
+// none, and what the cache showed of it still holds, since a PV's source
+// never changes after creation and the API server adds no finalizer to a
+// PV being deleted. The answer is the fresh read, and is checked as one.
+// A PV created again since it was seen gives a Conflict.
+func (t *Tracker) recordSeen(ctx context.Context, seen *corev1.PersistentVolume) (string, error) {
+	now, err := sendRecordPatch(ctx, t.client, seen, t.node, true)
+	if err != nil {
+		return "", t.refusedWhy(ctx, seen, err)
+	}
+	t.uids.set(now.Name, now.UID)
+	switch {
+	case now.UID != seen.UID:
+		return "", fmt.Errorf("%w: PersistentVolume %s answered with UID %s, the record was for %s", ErrAPI, now.Name, now.UID, seen.UID)
+	case CheckOurs(now, now.Name) != nil:
+		return "", CheckOurs(now, now.Name)
+	case now.DeletionTimestamp != nil:
+		return "", ErrDeleting // it recorded this node already; the controller drops the record
+	case !HasRecord(now, t.node):
+		return "", fmt.Errorf("%w: PersistentVolume %s does not show the record this node just wrote", ErrAPI, now.Name)
+	}
+	return string(now.UID), nil
 }
 
 // refusedWhy reads the PV again after the API server refused to record
@@ -163,7 +222,7 @@ func Forget(ctx context.Context, client kubernetes.Interface, handle, uid, node 
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	seen := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle, UID: types.UID(uid)}}
-	err := sendRecordPatch(ctx, client, seen, node, false)
+	_, err := sendRecordPatch(ctx, client, seen, node, false)
 	if errors.Is(err, ErrNoVolume) {
 		return nil
 	}
@@ -188,19 +247,20 @@ func patchRecord(ctx context.Context, client kubernetes.Interface, pv *corev1.Pe
 	if has == add {
 		return nil
 	}
-	return sendRecordPatch(ctx, client, pv, node, add)
+	_, err := sendRecordPatch(ctx, client, pv, node, add)
+	return err
 }
 
 // sendRecordPatch adds or removes node's record on the PV of pv's name and
-// UID.
-func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) error {
-	_, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.StrategicMergePatchType,
+// UID, and returns the PV as the API server answered.
+func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) (*corev1.PersistentVolume, error) {
+	now, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.StrategicMergePatchType,
 		recordPatch(pv, node, add), metav1.PatchOptions{FieldManager: DriverName})
 	verb := "record"
 	if !add {
 		verb = "drop the record of"
 	}
-	return apiError(err, "%s node %s on PersistentVolume %s", verb, node, pv.Name)
+	return now, apiError(err, "%s node %s on PersistentVolume %s", verb, node, pv.Name)
 }
 
 // getPV reads a PV fresh from the API server.
