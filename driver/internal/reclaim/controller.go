@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -95,7 +96,7 @@ func NewController(client kubernetes.Interface, meta metadata.Interface, node st
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactory(c.client, resync)
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, resync, informers.WithTransform(lean))
 	pvInformer := factory.Core().V1().PersistentVolumes()
 	c.pvs = pvInformer.Lister()
 	onPV := func(obj any) {
@@ -113,7 +114,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	metaFactory := metadatainformer.NewSharedInformerFactory(c.meta, resync)
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(c.meta, resync, metadatainformer.WithTransform(lean))
 	nodeInformer := metaFactory.ForResource(nodesResource)
 	c.nodes = nodeInformer.Lister()
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -169,6 +170,16 @@ func (c *Controller) Cached(name string) (*corev1.PersistentVolume, bool) {
 	}
 	pv, err := c.pvs.Get(name)
 	return pv, err == nil
+}
+
+// lean drops from an object before it is cached what the controller never
+// reads: its managed fields, which on a Node (kubelet writes its status)
+// are most of what a metadata-only watch holds.
+func lean(obj any) (any, error) {
+	if o, err := meta.Accessor(obj); err == nil {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func objectName(obj any) string {

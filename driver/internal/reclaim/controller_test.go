@@ -347,3 +347,23 @@ func TestCachedOnceSynced(t *testing.T) {
 	_, ok = tc.Cached("other")
 	assert.Assert(t, !ok)
 }
+
+// The informers cache objects without their managed fields, and with
+// everything the controller reads.
+func TestLeanKeepsAllButManagedFields(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}}
+	p := deleting(recorded(pv("store", "uid-1", pvProtection), me, name253))
+	n := nodeMeta("worker-b")
+	for _, obj := range []metav1.Object{p, n} {
+		want := obj.(runtime.Object).DeepCopyObject()
+		obj.SetManagedFields(managed)
+		got, err := lean(obj)
+		assert.NilError(t, err)
+		assert.DeepEqual(t, got, want)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "store", Obj: pv("store", "uid-1")}
+	got, err := lean(tomb)
+	assert.NilError(t, err)
+	assert.DeepEqual(t, got, tomb)
+}
