@@ -352,7 +352,7 @@ func TestCachedOnceSynced(t *testing.T) {
 // everything the controller reads.
 func TestLeanKeepsAllButManagedFields(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}}
 	p := deleting(recorded(pv("store", "uid-1", pvProtection), me, name253))
 	n := nodeMeta("worker-b")
 	for _, obj := range []metav1.Object{p, n} {
