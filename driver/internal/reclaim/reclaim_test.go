@@ -221,37 +221,39 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 func TestForgetIsOnePatchOfThePVTheCallerSaw(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		node       string
 		objs       []runtime.Object
 		uid        string
 		wantRecord bool
 		wantVerbs  []string
 	}{
-		{"recorded", []runtime.Object{recorded(pv("store", "uid-1"), me, "worker-b")}, "uid-1", false, []string{"patch"}},
-		{"recorded, long name", []runtime.Object{recorded(pv("store", "uid-1"), name253)}, "uid-1", false, []string{"patch"}},
-		{"not recorded", []runtime.Object{pv("store", "uid-1")}, "uid-1", false, []string{"patch"}},
-		{"created again", []runtime.Object{recorded(pv("store", "uid-2"), me)}, "uid-1", true, []string{"patch", "get"}},
-		{"gone", nil, "uid-1", false, []string{"patch"}},
+		{"recorded", me, []runtime.Object{recorded(pv("store", "uid-1"), me, "worker-b")}, "uid-1", false, []string{"patch"}},
+		{"recorded, long name", name253, []runtime.Object{recorded(pv("store", "uid-1"), name253)}, "uid-1", false, []string{"patch"}},
+		{"not recorded", me, []runtime.Object{pv("store", "uid-1")}, "uid-1", false, []string{"patch"}},
+		{"created again", me, []runtime.Object{recorded(pv("store", "uid-2"), me)}, "uid-1", true, []string{"patch", "get"}},
+		{"gone", me, nil, "uid-1", false, []string{"patch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := withAPIServerRules(fake.NewClientset(tc.objs...))
-			node := me
-			if strings.Contains(tc.name, "long") {
-				node = name253
-			}
-			assert.NilError(t, Forget(context.Background(), c, "store", tc.uid, node))
-			var verbs []string
-			for _, a := range c.Actions() {
-				verbs = append(verbs, a.GetVerb())
-			}
-			assert.DeepEqual(t, verbs, tc.wantVerbs)
+			assert.NilError(t, Forget(context.Background(), c, "store", tc.uid, tc.node))
+			assert.DeepEqual(t, verbsOf(c), tc.wantVerbs)
 			if tc.objs == nil {
 				return
 			}
 			got := getPVT(t, c, "store")
-			assert.Equal(t, HasRecord(got, node), tc.wantRecord, "finalizers %v, annotations %v", got.Finalizers, got.Annotations)
+			assert.Equal(t, HasRecord(got, tc.node), tc.wantRecord, "finalizers %v, annotations %v", got.Finalizers, got.Annotations)
 			assert.Equal(t, slices.Contains(got.Finalizers, Finalizer("worker-b")), tc.name == "recorded", "another node's record")
 		})
 	}
+}
+
+// verbsOf lists the verbs of the requests the client sent, in order.
+func verbsOf(c *fake.Clientset) []string {
+	var verbs []string
+	for _, a := range c.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	return verbs
 }
 
 // withAPIServerRules makes the fake API server keep the two rules of the
@@ -401,11 +403,7 @@ func TestRecordFromTheCache(t *testing.T) {
 			uid, err := tr.Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			assert.Equal(t, uid, tc.wantUID)
-			var verbs []string
-			for _, a := range c.Actions() {
-				verbs = append(verbs, a.GetVerb())
-			}
-			assert.DeepEqual(t, verbs, tc.wantVerbs)
+			assert.DeepEqual(t, verbsOf(c), tc.wantVerbs)
 			if tc.server == nil {
 				return
 			}
