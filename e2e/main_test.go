@@ -69,6 +69,9 @@ func run(m *testing.M) int {
 		start := time.Now()
 		code = testenv.Run(m)
 		fmt.Printf("e2e: tests in %s\n", time.Since(start).Round(time.Second))
+		if r := failures.Report(); r != "" {
+			fmt.Printf("e2e: the steps that failed (the whole messages are in the log above):\n%s\n", r)
+		}
 	} else {
 		fmt.Fprintln(os.Stderr, "e2e setup failed:", err)
 	}

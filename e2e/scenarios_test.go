@@ -20,6 +20,9 @@ import (
 	"liken.sh/per-node/e2e/scenario"
 )
 
+// failures are the steps the scenarios failed at, printed once every test has run.
+var failures scenario.Failures
+
 // TestScenarios runs the documents in scenarios/, each alone on a cluster:
 // with one lane one after another, in order; with more (E2E_LANES), each
 // lane takes the next document in order as soon as its last one is done, so
@@ -61,7 +64,7 @@ func TestScenarios(t *testing.T) {
 					}()
 					t.Logf("scenario %s on cluster %s", d.Name, l.cluster)
 					env := scenario.Env{Repo: hcfg.Repo, Cluster: l.cluster, Kubeconfig: c.KubeconfigFile(), R: client(t, c),
-						Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings}
+						Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Timings: timings, Failures: &failures}
 					env.RunDoc(ctx, t, d)
 					return ctx
 				}).Feature()

@@ -35,6 +35,8 @@ type Env struct {
 	Images map[string]string
 	// Timings, when set, collects how long each kind of step took.
 	Timings *Timings
+	// Failures, when set, collects the step each failed scenario failed at.
+	Failures *Failures
 }
 
 // Run is one scenario being run.
@@ -77,6 +79,7 @@ func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 		err := r.step(sctx, s)
 		cancel()
 		if err != nil {
+			e.Failures.add(d.Name, s, err)
 			t.Fatalf("\n%s: step failed after %s: %s\n%v", s.Where(), time.Since(stepStart).Round(100*time.Millisecond), s.Text, err)
 		}
 		e.Timings.observe(s, time.Since(stepStart))
