@@ -268,12 +268,45 @@ func (r *Run) podsReport(ctx context.Context) string {
 	var s []string
 	for _, p := range pods {
 		state := fmt.Sprintf("%s ready=%v", p.Status.Phase, harness.PodReady(&p))
-		if p.DeletionTimestamp != nil {
+		switch {
+		case p.DeletionTimestamp != nil:
 			state = "terminating"
+		case !harness.PodReady(&p):
+			state += r.whyNotReady(ctx, &p)
 		}
 		s = append(s, fmt.Sprintf("%s on %q %s", p.Name, p.Spec.NodeName, state))
 	}
 	return strings.Join(s, "; ")
+}
+
+// whyNotReady is what holds a pod back: its container's waiting reason and
+// the newest warning about it (a failed mount, a failed probe), briefly.
+func (r *Run) whyNotReady(ctx context.Context, p *corev1.Pod) string {
+	var why []string
+	for _, c := range p.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil {
+			why = append(why, c.Name+" "+w.Reason)
+		}
+	}
+	if events, err := r.events(ctx, p.Namespace, p.Name); err == nil {
+		var newest *corev1.Event
+		for i, e := range events {
+			if e.Type == corev1.EventTypeWarning && (newest == nil || lastSeen(e).After(lastSeen(*newest))) {
+				newest = &events[i]
+			}
+		}
+		if newest != nil {
+			msg := newest.Message
+			if len(msg) > 240 {
+				msg = msg[:240] + "…"
+			}
+			why = append(why, fmt.Sprintf("last warning %s at %s: %s", newest.Reason, lastSeen(*newest).Format(time.TimeOnly), msg))
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(why, "; ") + ")"
 }
 
 // pickPod waits for a store pod that satisfies ok and names it $as.
