@@ -21,7 +21,7 @@ type Failures struct {
 // summaryLines and summaryWidth bound one failure in the summary.
 const (
 	summaryLines = 8
-	summaryWidth = 300
+	summaryWidth = 1000
 )
 
 func (f *Failures) add(doc string, s Step, err error) {

@@ -23,7 +23,7 @@ func TestFailuresSummariseEachFailedStep(t *testing.T) {
 	for i := range 12 {
 		long = append(long, fmt.Sprintf("line %d", i))
 	}
-	long[1] = strings.Repeat("x", 400)
+	long[1] = strings.Repeat("x", 1200)
 	f.add("28-node-killed-mid-write", Step{File: "scenarios/28.md", Line: 40, Text: "wait deployment store ready 3"},
 		errors.New(strings.Join(long, "\n")))
 	f.add("34-api-server-away", Step{File: "scenarios/34.md", Line: 44, Text: "wait deployment store ready 4 within 3m"},
