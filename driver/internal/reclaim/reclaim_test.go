@@ -395,6 +395,10 @@ func TestRecordFromTheCache(t *testing.T) {
 			ErrNotOurs, "", []string{"get"}, false},
 		{"seen being deleted", []runtime.Object{deleting(pv("store", "uid-1", pvProtection))}, cacheOf{deleting(pv("store", "uid-1", pvProtection))},
 			ErrDeleting, "", []string{"get"}, false},
+		// A PV's source is immutable, so an answer that is not ours where
+		// the cache showed ours cannot happen; if it did, no copy is made.
+		{"answered not ours", []runtime.Object{notOurs}, cacheOf{pv("store", "uid-1")},
+			ErrNotOurs, "", []string{"patch"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := withAPIServerRules(fake.NewClientset(tc.server...))

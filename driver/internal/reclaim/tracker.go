@@ -178,11 +178,13 @@ func (t *Tracker) recordSeen(ctx context.Context, seen *corev1.PersistentVolume)
 		return "", t.refusedWhy(ctx, seen, err)
 	}
 	t.uids.set(now.Name, now.UID)
-	switch {
-	case now.UID != seen.UID:
+	if now.UID != seen.UID {
 		return "", fmt.Errorf("%w: PersistentVolume %s answered with UID %s, the record was for %s", ErrAPI, now.Name, now.UID, seen.UID)
-	case CheckOurs(now, now.Name) != nil:
-		return "", CheckOurs(now, now.Name)
+	}
+	if err := CheckOurs(now, now.Name); err != nil {
+		return "", err
+	}
+	switch {
 	case now.DeletionTimestamp != nil:
 		return "", ErrDeleting // it recorded this node already; the controller drops the record
 	case !HasRecord(now, t.node):
