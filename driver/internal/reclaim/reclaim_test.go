@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -198,7 +199,9 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 				calls++
 				return err != nil, nil, err
 			})
-			_, err := NewTracker(c, me, nil).Record(context.Background(), "store")
+			tr := NewTracker(c, me, nil)
+			tr.outageWait = 0 // one try (the wait: TestRecordWaitsForAnAPIServerThatDoesNotAnswer)
+			_, err := tr.Record(context.Background(), "store")
 			if tc.want == nil {
 				assert.NilError(t, err)
 				assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{Finalizer(me)})
@@ -210,6 +213,58 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 					assert.Assert(t, !errors.Is(err, other), "%v is also reported as %v", err, other)
 				}
 			}
+		})
+	}
+}
+
+// While the API server does not answer, Record asks again and records this
+// node once it answers, so kubelet's backoff does not hold a pod back after
+// an outage; a refusal is never asked again, and the caller's deadline and
+// OutageWait bound the wait.
+func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
+	down := apierrors.NewServiceUnavailable("the API server is starting")
+	refused := apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("no"))
+	for _, tc := range []struct {
+		name       string
+		answers    []error // one per read; the last repeats
+		wait       time.Duration
+		gone       bool // the caller's context has ended
+		want       error
+		wantReads  int // 0: more than one
+		wantRecord bool
+	}{
+		{"back after three tries", []error{down, down, down, nil}, time.Minute, false, nil, 4, true},
+		{"away for longer than the wait", []error{down}, 50 * time.Millisecond, false, ErrAPI, 0, false},
+		{"a refusal is not asked again", []error{refused}, time.Minute, false, ErrForbidden, 1, false},
+		{"the caller gave up", []error{down}, time.Minute, true, ErrAPI, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(pv("store", "uid-1"))
+			reads, recording := 0, true
+			c.PrependReactor("get", "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				if !recording {
+					return false, nil, nil
+				}
+				err := tc.answers[min(reads, len(tc.answers)-1)]
+				reads++
+				return err != nil, nil, err
+			})
+			tr := NewTracker(c, me, nil)
+			tr.outageWait, tr.outagePoll = tc.wait, time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.gone {
+				cancel()
+			}
+			defer cancel()
+			_, err := tr.Record(ctx, "store")
+			recording = false
+			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
+			if tc.wantReads == 0 {
+				assert.Assert(t, reads > 1, "the API server was asked %d times", reads)
+			} else {
+				assert.Equal(t, reads, tc.wantReads)
+			}
+			assert.Equal(t, HasRecord(getPVT(t, c, "store"), me), tc.wantRecord)
 		})
 	}
 }

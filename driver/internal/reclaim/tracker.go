@@ -35,6 +35,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -78,7 +79,19 @@ type Tracker struct {
 	// cache, if set, is where a PV was last seen (the controller's
 	// informer); it saves the read before a new record.
 	cache Cache
+	// outageWait is how long Record tries again, every outagePoll, while
+	// the API server does not answer.
+	outageWait, outagePoll time.Duration
 }
+
+// OutageWait is how long a record waits for an API server that does not
+// answer before the publish is refused (Unavailable). kubelet tries a
+// refused mount again after a backoff that doubles up to 2 min, so a
+// refusal at once could leave a pod waiting up to two minutes after the API
+// server is back; waiting here, asking again every second, lets it start
+// within a second of the return. The copy is still not made before the
+// record.
+const OutageWait = 30 * time.Second
 
 // Cache is a view of PersistentVolumes that may lag the API server.
 type Cache interface {
@@ -88,7 +101,8 @@ type Cache interface {
 
 // NewTracker returns the tracker of node.
 func NewTracker(client kubernetes.Interface, node string, recorder record.EventRecorder) *Tracker {
-	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache()}
+	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache(),
+		outageWait: OutageWait, outagePoll: time.Second}
 }
 
 // Consult makes the tracker look in cache before it reads a PV to record
@@ -113,9 +127,28 @@ func CheckOurs(pv *corev1.PersistentVolume, handle string) error {
 
 // Record makes sure the PV named handle lists this node as a holder, and
 // returns the PV's UID. It refuses a PV that is being deleted or is not a
-// per-node volume of that name, and then changes nothing.
+// per-node volume of that name, and then changes nothing. While the API
+// server does not answer it asks again, for up to OutageWait.
 func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
-	uid, _, err := t.record(ctx, handle)
+	var uid string
+	var err error
+	start := time.Now()
+	attempts := 0
+	// Each attempt has the caller's ctx (and APITimeout): the poll's own
+	// deadline only decides whether to ask again.
+	_ = wait.PollUntilContextTimeout(ctx, t.outagePoll, t.outageWait, true, func(context.Context) (bool, error) {
+		attempts++
+		uid, _, err = t.record(ctx, handle)
+		if errors.Is(err, ErrAPI) && attempts == 1 {
+			klog.InfoS("The API server did not answer; asking again before refusing the publish",
+				"volume_id", handle, "wait", t.outageWait, "err", err)
+		}
+		return !errors.Is(err, ErrAPI), nil
+	})
+	if attempts > 1 {
+		klog.InfoS("Waited for the API server to record this node", "volume_id", handle,
+			"attempts", attempts, "waited", time.Since(start).Round(time.Millisecond), "answered", !errors.Is(err, ErrAPI))
+	}
 	return uid, err
 }
 
