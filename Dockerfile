@@ -1,24 +1,12 @@
 # The per-node.liken.sh driver image: one static binary.
 #
-# GO_IMAGE is the build stage (any image with Go at /usr/local/go/bin and a
-# shell); BASE_IMAGE is the runtime base. The driver makes its bind mounts
-# with mount(2) and never execs mount(8), so the runtime needs nothing but
-# the binary: `scratch` is the default and needs no registry. `make e2e`
-# passes images it built itself when no registry can be reached.
-ARG GO_IMAGE=golang:1.26-bookworm
+# The binary is compiled once, on the host, by `make build` (bin/per-node,
+# with the build tags and flags the Makefile sets); `make image` builds it and
+# then this image, so the image holds exactly what the tests ran and nothing
+# is compiled a second time inside Docker. The driver makes its bind mounts
+# with mount(2) and never execs mount(8), so the runtime needs nothing but the
+# binary: `scratch` is the default base and needs no registry.
 ARG BASE_IMAGE=scratch
-
-FROM ${GO_IMAGE} AS build
-ENV PATH=/usr/local/go/bin:$PATH CGO_ENABLED=0 GOFLAGS=-trimpath
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY driver/ driver/
-ARG VERSION=dev
-# grpcnotrace: see DRIVER_TAGS in the Makefile (the binary's size and memory).
-ARG GO_TAGS=grpcnotrace
-RUN go build -tags "${GO_TAGS}" -ldflags "-s -w -X main.version=${VERSION}" -o /out/per-node ./driver
-
 FROM ${BASE_IMAGE}
 ARG VERSION=dev
 ARG REVISION=unknown
@@ -28,5 +16,5 @@ LABEL org.opencontainers.image.title="per-node" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
-COPY --from=build /out/per-node /usr/local/bin/per-node
+COPY bin/per-node /usr/local/bin/per-node
 ENTRYPOINT ["/usr/local/bin/per-node"]

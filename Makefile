@@ -7,15 +7,14 @@ SHELL := bash
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= per-node.liken.sh/driver:$(VERSION)
-# Build stage and runtime base of the driver image (see Dockerfile).
+# Runtime base of the driver image (see Dockerfile).
 BASE_IMAGE ?= scratch
-GO_IMAGE   ?= golang:1.26-bookworm
 REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 # grpcnotrace leaves out grpc's request tracing (golang.org/x/net/trace): its
 # html/template makes the linker keep every method of every type, which
 # doubles the binary and adds ~8 MiB to the driver's resident memory. The
-# Dockerfile builds with the same tags (driver/build_test.go checks both).
+# image holds what make build makes (driver/build_test.go checks both).
 DRIVER_TAGS := grpcnotrace
 BENCHTIME  ?= 5000x
 # The Kubernetes minor of the kind cluster (e2e/nodeimage/versions/K8S.env);
@@ -35,6 +34,10 @@ help: ## List the targets.
 build: ## Build the driver to bin/per-node.
 	CGO_ENABLED=0 go build -trimpath -tags '$(DRIVER_TAGS)' -ldflags '$(GO_LDFLAGS)' -o bin/per-node ./driver
 
+.PHONY: build-fixtures
+build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/probe and bin/store (their images hold these).
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
+
 .PHONY: test
 test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
@@ -46,8 +49,12 @@ test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi
 	go test -count=1 ./...
 
 .PHONY: warm
-warm: ## Download and compile what make test and make lint need, running no test (CI runs it, niced, beside make e2e).
+warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
 	go mod download
+	@# First what make e2e compiles once the node image is built: the test
+	@# binary and the binaries the test images hold.
+	go test -tags e2e -c -o /dev/null ./e2e
+	$(MAKE) --no-print-directory build build-fixtures
 	go mod download -modfile=tools.mod
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
@@ -78,9 +85,9 @@ bench-memory: ## Peak RSS of measuring and removing a copy of 1,000,000 files in
 	go test -run '^$$' -bench 'TreeMillionFiles' -benchtime 1x ./driver/internal/node | grep -E '^(tree-|Benchmark)'
 
 .PHONY: image
-image: ## Build the driver image $(IMAGE) (no registry needed: falls back to an offline Go base).
+image: build ## Build the driver image $(IMAGE) from bin/per-node (no registry needed: the base is scratch).
 	e2e/host/docker.sh
-	docker build --build-arg GO_IMAGE="$${GO_IMAGE:-$$(e2e/host/go-image.sh $(GO_IMAGE))}" --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) \
 	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 .PHONY: release

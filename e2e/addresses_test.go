@@ -83,16 +83,16 @@ func waitRestarted(t *testing.T, l lane, node string, since time.Time) {
 	err := harness.Until(context.Background(), "node "+node+" back Ready with its driver", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
 		var lease coordinationv1.Lease
 		if err := r.Get(ctx, node, "kube-node-lease", &lease); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		var n corev1.Node
 		if err := r.Get(ctx, node, "", &n); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		renewed := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
 		var pods corev1.PodList
 		if err := r.WithNamespace("per-node-system").List(ctx, &pods, resources.WithFieldSelector("spec.nodeName="+node)); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		driver := false
 		for i := range pods.Items {

@@ -19,8 +19,8 @@
 # whose versions are in e2e/nodeimage/versions/$K8S.env.
 # The kind node image: $KIND_NODE_IMAGE if set; else kind's stock image for
 # that Kubernetes version if it can be pulled; else the offline image that
-# e2e/nodeimage/build.sh builds here (cached). The project's own images are
-# built on the same bases the node image came from. A cluster that is already
+# e2e/nodeimage/build.sh builds here (cached). The project's own images hold
+# binaries compiled on this host (make build build-fixtures). A cluster that is already
 # there must run that version (the harness checks every node).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,7 +70,7 @@ if [[ -z "${KIND_NODE_IMAGE:-}" ]]; then
     log "node image ready in $((SECONDS - phase)) s"
     # shellcheck disable=SC1091
     source "_out/nodeimage/$K8S/images.env"
-    export KIND_NODE_IMAGE="$NODE_IMAGE" GO_IMAGE BASE_IMAGE
+    export KIND_NODE_IMAGE="$NODE_IMAGE"
   fi
   # The harness refuses a cluster whose nodes run another version.
   export E2E_KUBERNETES_VERSION="$KUBERNETES_VERSION"

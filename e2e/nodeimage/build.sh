@@ -18,8 +18,9 @@
 # into the node's containerd. Every step is cached by a hash of its inputs, so
 # a second run with the same inputs takes seconds. Prints the image name last.
 #
-# Also builds per-node.liken.sh/debian:<suite> and per-node.liken.sh/go:<ver>,
-# the offline bases of the project's own images (driver, store).
+# Also builds per-node.liken.sh/debian:<suite>, the node's base system (and
+# kube-proxy's and the CNI daemon's). The project's own images hold binaries
+# compiled on the host and need no base.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -45,7 +46,9 @@ quiet() {
   if ! "$@" >"$f" 2>&1; then cat "$f" >&2; rm -f "$f"; return 1; fi
   rm -f "$f"
 }
-hash_of() { sha256sum "$@" | sha256sum | cut -c1-12; }
+# hash_of FILE...: a key of the files' contents and names relative to the
+# repository, so that another clone of it finds the same keys.
+hash_of() { (cd "$repo" && sha256sum "${@#"$repo/"}") | sha256sum | cut -c1-12; }
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # cached NAME KEY "BINARIES" CMD...: runs CMD unless the stamp for NAME
 # records KEY and every one of BINARIES (in $bin) is there: a stamp alone
@@ -54,13 +57,23 @@ cached() {
   local name="$1" key="$2" outputs="$3"; shift 3
   local stamp="$vout/.stamp-$name" b all=1
   for b in $outputs; do [[ -x "$bin/$b" ]] || all=0; done
-  if (( all )) && [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then log "$name: cached"; return; fi
+  if (( all )) && [[ -f "$stamp" && "$(cat "$stamp")" == "$key" ]]; then step "$name" cached 0; return; fi
   rm -f "$stamp"
   local start=$SECONDS
   "$@"
   echo "$key" > "$stamp"
-  log "$name: built in $((SECONDS - start)) s"
+  step "$name" built "$((SECONDS - start))"
 }
+# step NAME HOW SECONDS: logs a step and adds it to the table printed at the
+# end (steps in lanes that run at once share the cores: each time is the
+# step's own wall time).
+steps="$out/steps.tsv"
+step() {
+  if [[ "$2" == cached ]]; then log "$1: cached"; else log "$1: built in $3 s"; fi
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(date -u +%H:%M:%S)" >> "$steps"
+}
+: > "$steps"
+build_start=$SECONDS
 
 kind_dir="$(cd "$repo" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
 kind_version="$(cd "$repo" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)"
@@ -69,28 +82,28 @@ versions_key="$(hash_of "$here/versions/$minor.env")"
 # --- binaries ---------------------------------------------------------------
 build_kubernetes() { "$here/build-kubernetes.sh" "$minor" "$bin"; }
 build_etcd() {
-  (cd "$here/etcd" && CGO_ENABLED=0 GOFLAGS= go build -modfile="$minor.mod" -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  (cd "$here/etcd" && CGO_ENABLED=0 GOFLAGS= go build -modfile="$minor.mod" -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
 }
 # containerd 2 and runc: runc needs cgo and libseccomp's headers (the node
 # has Debian's libseccomp2, the same release as this host's).
 build_runtime() {
   local c=github.com/containerd/containerd/v2
-  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath \
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false \
     -ldflags "-s -w -X $c/version.Version=$CONTAINERD_VERSION -X $c/version.Revision=module-proxy" \
     "$c/cmd/containerd@$CONTAINERD_VERSION" "$c/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$c/cmd/ctr@$CONTAINERD_VERSION")
-  (cd /tmp && CGO_ENABLED=1 GOBIN="$bin" GOFLAGS= go install -trimpath -tags "seccomp urfave_cli_no_docs" \
+  (cd /tmp && CGO_ENABLED=1 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -tags "seccomp urfave_cli_no_docs" \
     -ldflags "-s -w" "github.com/opencontainers/runc@$RUNC_VERSION")
 }
 build_extras() {
   local p=github.com/containernetworking/plugins/plugins
-  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
-  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" \
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" \
     "$p/main/ptp@$CNI_PLUGINS_VERSION" "$p/main/loopback@$CNI_PLUGINS_VERSION" \
     "$p/ipam/host-local@$CNI_PLUGINS_VERSION" "$p/meta/portmap@$CNI_PLUGINS_VERSION")
-  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION")
+  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION")
 }
 build_own() {
-  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/" ./e2e/cmd/pause ./e2e/cmd/per-node-cni ./e2e/cmd/per-node-runc)
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$bin/" ./e2e/cmd/pause ./e2e/cmd/per-node-cni ./e2e/cmd/per-node-runc)
 }
 # kubernetes, binaries: every binary the node image holds, each step cached.
 kubernetes() {
@@ -124,38 +137,32 @@ build_base() {
 built() {
   local image="$1" name="$2" start=$SECONDS
   shift 2
-  if image_exists "$image"; then log "$name: cached"; return; fi
+  if image_exists "$image"; then step "$name" cached 0; return; fi
   "$@"
-  log "$name: built in $((SECONDS - start)) s"
+  step "$name" built "$((SECONDS - start))"
 }
-go_version="$(go env GOVERSION)"
-# Keyed by the Debian base too: a new base is a new Go image.
-GO_IMAGE="per-node.liken.sh/go:${go_version#go}-$(cat /etc/ssl/certs/ca-certificates.crt | sha256sum | cut -c1-8)-$base_key"
-build_go_image() {
-  local ctx="$out/go-ctx"
-  rm -rf "$ctx" && mkdir -p "$ctx"
-  cp -a "$(go env GOROOT)" "$ctx/go"
-  rm -rf "$ctx/go/pkg/obj" "$ctx/go/test" "$ctx/go/api"
-  # Builds in this image reach the Go module proxy through the same network
-  # as this host, so they trust the certificate authorities this host trusts.
-  cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
-  printf 'FROM %s\nCOPY go /usr/local/go\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin GOPROXY=%s GOSUMDB=%s\n' \
-    "$BASE_IMAGE" "$(go env GOPROXY)" "$(go env GOSUMDB)" > "$ctx/Dockerfile"
-  quiet docker build -t "$GO_IMAGE" "$ctx"
-  rm -rf "$ctx"
-}
-# bases: the Debian base, then the Go image on it.
-bases() {
-  built "$BASE_IMAGE" "debian base" build_base
-  built "$GO_IMAGE" "go image" build_go_image
-}
+bases() { built "$BASE_IMAGE" "debian base" build_base; }
+
+# --- the node image's key: every input, by content ---------------------------
+# An image of that name in Docker is the node image these inputs make: then
+# nothing is built, in this clone or any other.
+node_key="$(echo "$kind_version $base_key $own_key $(hash_of "$here/versions/$minor.env" "$here/versions/debian.env" \
+  "$here/kubernetes/$minor.mod" "$here/etcd/$minor.mod" "$here/build-kubernetes.sh" "$here/build.sh" \
+  "$here/Dockerfile.node" "$here"/files/*)" | sha256sum | cut -c1-12)"
+NODE_IMAGE="per-node.liken.sh/kind-node:$KUBERNETES_VERSION-$node_key"
+if image_exists "$NODE_IMAGE"; then
+  log "node image $NODE_IMAGE: cached"
+  printf 'NODE_IMAGE=%s\n' "$NODE_IMAGE" > "$vout/images.env"
+  echo "$NODE_IMAGE"
+  exit 0
+fi
 
 # --- what runs, and what runs at the same time ------------------------------
 # Debian's packages the steps need are installed first, in one apt-get: two
 # steps running it at once would fight over dpkg's lock.
 apt_packages=()
 command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
-if [[ -z "${BASES_ONLY:-}" ]] && ! dpkg -s libseccomp-dev gcc libc6-dev pkg-config >/dev/null 2>&1; then
+if ! dpkg -s libseccomp-dev gcc libc6-dev pkg-config >/dev/null 2>&1; then
   apt_packages+=(libseccomp-dev gcc libc6-dev pkg-config)
 fi
 if (( ${#apt_packages[@]} )); then
@@ -166,10 +173,7 @@ fi
 # compilers keep both cores busy while debootstrap and the module downloads
 # wait on the network, so a cold build takes less than the sum of its steps
 # (each step's "built in" is then its own wall time, shared with the others).
-# BASES_ONLY=1: only the Debian and Go bases (make image on a machine with no
-# registry), written to $out/bases.env.
-lanes=(bases)
-if [[ -z "${BASES_ONLY:-}" ]]; then lanes+=(kubernetes binaries); fi
+lanes=(bases kubernetes binaries)
 # Each lane is a process group of its own, so that a lane that fails stops
 # the others with everything they started (go build's compilers, debootstrap).
 declare -A lane_of=()
@@ -186,8 +190,6 @@ while (( ${#lane_of[@]} )); do
   exit 1
 done
 trap - EXIT
-printf 'BASE_IMAGE=%s\nGO_IMAGE=%s\n' "$BASE_IMAGE" "$GO_IMAGE" > "$out/bases.env"
-if [[ -n "${BASES_ONLY:-}" ]]; then exit 0; fi
 
 # --- component images -------------------------------------------------------
 # image NAME FROM BINARY PATH: a one-binary image.
@@ -242,8 +244,6 @@ if (( missing )); then rm -f "$out/.stamp-images"; fi
 cached images "$images_key" "" build_images
 
 # --- node image -------------------------------------------------------------
-node_key="$(echo "$images_key $kind_version $(hash_of "$here/Dockerfile.node" "$here/build.sh" "$here"/files/*)" | sha256sum | cut -c1-12)"
-NODE_IMAGE="per-node.liken.sh/kind-node:$KUBERNETES_VERSION-$node_key"
 build_node() {
   local ctx="$out/node-ctx" id
   rm -rf "$ctx" && mkdir -p "$ctx/bin" "$ctx/manifests" "$ctx/files"
@@ -284,7 +284,12 @@ docker_ref() {
   esac
 }
 built "$NODE_IMAGE" "node image" build_node
+{
+  printf '%-20s %-7s %6s  %s\n' step how seconds "ended (UTC)"
+  while IFS=$'\t' read -r name how secs at; do printf '%-20s %-7s %6s  %s\n' "$name" "$how" "$secs" "$at"; done < "$steps"
+  printf '%-20s %-7s %6s\n' "all" "" "$((SECONDS - build_start))"
+} >&2
 
-printf 'NODE_IMAGE=%s\nBASE_IMAGE=%s\nGO_IMAGE=%s\n' "$NODE_IMAGE" "$BASE_IMAGE" "$GO_IMAGE" > "$vout/images.env"
+printf 'NODE_IMAGE=%s\n' "$NODE_IMAGE" > "$vout/images.env"
 log "node image: $NODE_IMAGE"
 echo "$NODE_IMAGE"

@@ -98,14 +98,14 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 	err = harness.Until(ctx, "every node to run a ready driver pod of "+image, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var pods corev1.PodList
 		if err := r.listIn(ctx, driverNamespace, &pods, "app.kubernetes.io/name=per-node", ""); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		if twice := runningTwice(pods.Items); twice != "" {
 			return false, "", fmt.Errorf("two driver processes ran on one node at once: %s", twice)
 		}
 		ds, _, err := r.driverDaemonSet(ctx)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		s := ds.Status
 		done := s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
@@ -541,7 +541,7 @@ func stepDriverRefusedWith(ctx context.Context, r *Run, a args) error {
 		out, err := r.onNode(ctx, a["node"], "sh", "-c",
 			`crictl logs $(crictl ps -q --name '^`+driverContainer+`$' --label io.kubernetes.pod.namespace=`+driverNamespace+`) 2>&1`)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		var last string
 		for line := range strings.Lines(out) {
@@ -693,7 +693,7 @@ func stepVolumeStats(ctx context.Context, r *Run, a args) error {
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		v, ok := podVolume(raw, p.Name, "data")
 		if !ok {

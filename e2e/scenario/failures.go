@@ -4,9 +4,13 @@
 package scenario
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+
+	"liken.sh/per-node/e2e/internal/harness"
 )
 
 // Failures collects the step that failed in each scenario, for a summary
@@ -39,7 +43,21 @@ func (f *Failures) add(doc string, s Step, err error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.list = append(f.list, fmt.Sprintf("%s — %s: %s\n    %s", doc, s.Where(), s.Text, strings.Join(lines, "\n    ")))
+	f.list = append(f.list, fmt.Sprintf("%s — %s: %s\n    [%s]\n    %s", doc, s.Where(), s.Text, Verdict(err), strings.Join(lines, "\n    ")))
+}
+
+// Verdict says what a step's error means: the promise broke (the check
+// looked and saw it not kept), the observation failed (the check could not
+// look: the promise may well hold), or neither is known.
+func Verdict(err error) string {
+	switch {
+	case errors.Is(err, harness.ErrNotSeen):
+		return "PROMISE BROKEN: the check looked and did not see what the document promises"
+	case errors.Is(err, harness.ErrUnobserved), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "OBSERVATION FAILED: the check could not look (a read, an exec or an API call failed or timed out); the promise may hold"
+	default:
+		return "STEP FAILED: an action of the step failed (see its message)"
+	}
 }
 
 // Report is every failed step with the start of its message, or "" when

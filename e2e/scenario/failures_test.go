@@ -11,6 +11,8 @@ import (
 
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/golden"
+
+	"liken.sh/per-node/e2e/internal/harness"
 )
 
 // The summary keeps each failed step to a few short lines, so that the end
@@ -27,7 +29,9 @@ func TestFailuresSummariseEachFailedStep(t *testing.T) {
 	f.add("28-node-killed-mid-write", Step{File: "scenarios/28.md", Line: 40, Text: "wait deployment store ready 3"},
 		errors.New(strings.Join(long, "\n")))
 	f.add("34-api-server-away", Step{File: "scenarios/34.md", Line: 44, Text: "wait deployment store ready 4 within 3m"},
-		errors.New("timeout hit after 3m0s: 3 of 4 ready\n"))
+		fmt.Errorf("%w: timed out after 3m0s waiting for 4 ready pods; last seen: 3 of 4 ready\n", harness.ErrNotSeen))
+	f.add("07-a-pod-moves-to-a-node-with-a-copy", Step{File: "scenarios/07.md", Line: 30, Text: "every store pod holds $written"},
+		fmt.Errorf("%w: every store pod to hold the 20 written records within 1m0s: the last 2 read(s) failed", harness.ErrUnobserved))
 	golden.Assert(t, f.Report(), "failures.golden")
 
 	var none *Failures

@@ -46,7 +46,7 @@ func stepNoteMetrics(ctx context.Context, r *Run, a args) error {
 		var err error
 		m, err = r.scrape(ctx, a["node"])
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		return true, "", nil
 	})
@@ -69,7 +69,7 @@ func stepMetricGrew(ctx context.Context, r *Run, a args) error {
 		func(ctx context.Context) (bool, string, error) {
 			m, err := r.scrape(ctx, a["node"])
 			if err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			return m[a["series"]] > before, fmt.Sprintf("noted %g; now %s", before, seriesOf(m, a["series"])), nil
 		})
@@ -86,7 +86,7 @@ func stepMetricPresent(want bool) func(ctx context.Context, r *Run, a args) erro
 		return harness.Until(ctx, "the driver on "+a["node"]+" "+what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 			m, err := r.scrape(ctx, a["node"])
 			if err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			_, has := m[a["series"]]
 			return has == want, seriesOf(m, a["series"]), nil

@@ -112,12 +112,12 @@ func (r *Run) waitKubelet(ctx context.Context, node string, since time.Time) err
 	return harness.Until(ctx, "node "+node+"'s restarted kubelet to report Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var lease coordinationv1.Lease
 		if err := r.env.R.Get(ctx, node, "kube-node-lease", &lease); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		renewed := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(since)
 		var n corev1.Node
 		if err := r.env.R.Get(ctx, node, "", &n); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
@@ -237,7 +237,7 @@ func stepPVGone(ctx context.Context, r *Run, a args) error {
 			return true, "", nil
 		}
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		return false, fmt.Sprintf("phase %s, deleting %v, finalizers %v", pv.Status.Phase, pv.DeletionTimestamp != nil, pv.Finalizers), nil
 	})
@@ -304,7 +304,7 @@ func stepNodeNotReady(ctx context.Context, r *Run, a args) error {
 	err := harness.Until(ctx, "node "+a["node"]+" to be NotReady", deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var n corev1.Node
 		if err := r.env.R.Get(ctx, a["node"], "", &n); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {

@@ -50,7 +50,7 @@ func stepPVRecordsEveryStorePodsNode(ctx context.Context, r *Run, a args) error 
 			}
 			pv, err := r.pv(ctx, a["name"])
 			if err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			var missing []string
 			for _, p := range pods {
@@ -165,7 +165,7 @@ func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
 		func(ctx context.Context) (bool, string, error) {
 			pv, err := r.pv(ctx, a["name"])
 			if err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			var ours []string
 			for _, f := range pv.Finalizers {

@@ -80,7 +80,7 @@ func (e Env) RunDoc(ctx context.Context, t *testing.T, d Doc) {
 		cancel()
 		if err != nil {
 			e.Failures.add(d.Name, s, err)
-			t.Fatalf("\n%s: step failed after %s: %s\n%v", s.Where(), time.Since(stepStart).Round(100*time.Millisecond), s.Text, err)
+			t.Fatalf("\n%s: step failed after %s: %s\n[%s]\n%v", s.Where(), time.Since(stepStart).Round(100*time.Millisecond), s.Text, Verdict(err), err)
 		}
 		e.Timings.observe(s, time.Since(stepStart))
 	}

@@ -196,7 +196,7 @@ func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 		func(ctx context.Context) (bool, string, error) {
 			var d appsv1.Deployment
 			if err := r.env.R.Get(ctx, a["name"], r.ns(), &d); err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			pods, err := r.storePods(ctx)
 			if err != nil {
@@ -568,7 +568,7 @@ func (r *Run) waitEventSince(ctx context.Context, ns, name, reason, text, what s
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		events, err := r.events(ctx, ns, name)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		var seen []string
 		for _, e := range events {

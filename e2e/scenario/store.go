@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"liken.sh/per-node/e2e/internal/harness"
 	"liken.sh/per-node/fixtures/store/kv"
@@ -31,11 +33,18 @@ func copyLog(pv string) string {
 }
 
 // execStore runs the store's client in a pod and returns what it printed.
+// Its error is marked harness.Unobserved unless the client ran and failed
+// (the store answered, and not as asked): an exec that could not run or was
+// cut short says nothing of the store.
 func (r *Run) execStore(ctx context.Context, pod string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := append([]string{"/store", "client"}, args...)
 	if err := r.env.R.ExecInPod(ctx, r.ns(), pod, "store", cmd, &stdout, &stderr); err != nil {
-		return stdout.String(), fmt.Errorf("exec %v in %s: %w: %s", cmd, pod, err, strings.TrimSpace(stderr.String()))
+		err = fmt.Errorf("exec %v in %s: %w: %s", cmd, pod, err, strings.TrimSpace(stderr.String()))
+		if _, ran := errors.AsType[utilexec.ExitError](err); !ran || ctx.Err() != nil {
+			err = harness.Unobserved(err)
+		}
+		return stdout.String(), err
 	}
 	return stdout.String(), nil
 }
@@ -67,7 +76,7 @@ func (r *Run) answeringStatus(ctx context.Context, pod string, ok func(storeStat
 	err := harness.Until(ctx, "store pod "+pod+" to "+what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var err error
 		if st, err = r.storeStatus(ctx, pod); err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		return ok(st), fmt.Sprintf("status %+v", st), nil
 	})
@@ -432,7 +441,7 @@ func untilHolds(ctx context.Context, what string, want []kv.Record, read func(co
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		recs, err := read(ctx)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		m := contentsOf(recs).lacks(want)
 		return len(m) == 0, fmt.Sprintf("%d of %d missing (first: %v)", len(m), len(want), first(m, 5)), nil
@@ -463,7 +472,7 @@ func (r *Run) everyPodHolds(ctx context.Context, want []kv.Record) error {
 				}
 				recs, err := r.storeRecords(ctx, p.Name)
 				if err != nil {
-					return false, err.Error(), nil
+					return false, "", harness.Unobserved(err)
 				}
 				named["pod "+p.Name] = contentsOf(recs)
 			}
@@ -538,7 +547,7 @@ func (r *Run) disksAgree(ctx context.Context, nodes []string, want []kv.Record) 
 		for _, n := range nodes {
 			recs, err := r.diskRecords(ctx, n, -1)
 			if err != nil {
-				return false, err.Error(), nil
+				return false, "", harness.Unobserved(err)
 			}
 			named["disk of "+n] = contentsOf(recs)
 		}
@@ -676,7 +685,7 @@ func (r *Run) untilNoCopy(ctx context.Context, node, pv string, timeout time.Dur
 	return harness.Until(ctx, what, timeout, func(ctx context.Context) (bool, string, error) {
 		left, err := r.copyLeft(ctx, node, pv)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", harness.Unobserved(err)
 		}
 		return left == "", left, nil
 	})
@@ -709,8 +718,14 @@ exec crictl exec "$id" /store client "$@"`, p.Name, p.Namespace, p.Name)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("store client %v in %s, through node %s: %w: %s", args, p.Name, p.Spec.NodeName, err,
+		err = fmt.Errorf("store client %v in %s, through node %s: %w: %s", args, p.Name, p.Spec.NodeName, err,
 			strings.TrimSpace(stderr.String()))
+		// The client's own failure (1) or no store container (3) is the
+		// store's answer; anything else is docker's or crictl's.
+		if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ctx.Err() != nil || (ee.ExitCode() != 1 && ee.ExitCode() != 3) {
+			err = harness.Unobserved(err)
+		}
+		return stdout.String(), err
 	}
 	return stdout.String(), nil
 }

@@ -5,6 +5,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,8 +41,9 @@ type writer struct {
 	failed     int
 	lastErr    string
 	samples    int
-	minServing int
+	minServing int    // the fewest copies not seen to fail a read, over all samples
 	worst      string // the sample with the fewest copies serving
+	unreadable int    // reads that could not be made (exec failed or timed out)
 }
 
 // stepStartNodeWriter starts a writer that reaches the store pods there are
@@ -134,7 +136,15 @@ func (w *writer) write(ctx context.Context, r *Run, pod, key string) {
 	}
 }
 
-// sample reads the last acknowledged key from every live pod at once.
+// sampleRead is how long one read of a sample may take: a read that could
+// not be made in time is counted as unreadable, never as a copy that does
+// not serve.
+const sampleRead = 30 * time.Second
+
+// sample reads the last acknowledged key from every live pod at once. A
+// copy fails the sample when it answers the read with anything but the
+// acknowledged value; a read that could not be made (the exec failed or
+// timed out) proves nothing either way and counts as neither.
 func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 	w.mu.Lock()
 	if len(w.acked) == 0 {
@@ -144,13 +154,17 @@ func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 	last := w.acked[len(w.acked)-1]
 	w.mu.Unlock()
 	answers := make([]string, len(live))
+	unread := make([]bool, len(live))
 	var wg sync.WaitGroup
 	for j, p := range live {
 		wg.Go(func() {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			rctx, cancel := context.WithTimeout(ctx, sampleRead)
 			defer cancel()
 			out, err := w.exec(rctx, r, p.Name, "get", last.Key)
 			switch {
+			case errors.Is(err, harness.ErrUnobserved):
+				unread[j] = true
+				answers[j] = p.Name + " (could not read): " + strings.TrimSpace(err.Error())
 			case err != nil:
 				answers[j] = p.Name + ": " + strings.TrimSpace(err.Error())
 			case out != last.Value:
@@ -162,19 +176,23 @@ func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 	if ctx.Err() != nil {
 		return
 	}
-	serving := 0
-	for _, a := range answers {
-		if a == "" {
+	serving, unreadable := 0, 0
+	for j, a := range answers {
+		switch {
+		case unread[j]:
+			unreadable++
+		case a == "":
 			serving++
 		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.samples++
-	if w.minServing < 0 || serving < w.minServing {
-		w.minServing = serving
-		w.worst = fmt.Sprintf("at %s, %d of %d live pods served %s (%s)", time.Now().Format(time.TimeOnly), serving, len(live),
-			last.Key, strings.Join(nonEmpty(answers), "; "))
+	w.unreadable += unreadable
+	if notFailed := serving + unreadable; w.minServing < 0 || notFailed < w.minServing {
+		w.minServing = notFailed
+		w.worst = fmt.Sprintf("at %s, %d of %d live pods served %s, %d could not be read (%s)", time.Now().Format(time.TimeOnly), serving, len(live),
+			last.Key, unreadable, strings.Join(nonEmpty(answers), "; "))
 	}
 }
 
@@ -270,13 +288,13 @@ func stepStopWriter(ctx context.Context, r *Run, a args) error {
 	}
 	gap, at := w.longestGap(stopped)
 	r.t.Logf("writer: %d writes acknowledged, %d not (last error: %s); longest time without an acknowledged write %s (from %s); "+
-		"%d samples, at least %d copies serving at each; fewest: %s",
-		len(w.acked), w.failed, w.lastErr, gap.Round(time.Millisecond), at.Format(time.TimeOnly), w.samples, w.minServing, w.worst)
+		"%d samples, at least %d copies serving at each; fewest: %s; %d reads could not be made",
+		len(w.acked), w.failed, w.lastErr, gap.Round(time.Millisecond), at.Format(time.TimeOnly), w.samples, w.minServing, w.worst, w.unreadable)
 	switch {
 	case len(w.acked) == 0:
 		return fmt.Errorf("the writer got no write acknowledged (%d failed; last: %s)", w.failed, w.lastErr)
 	case w.minServing < atLeast:
-		return fmt.Errorf("expected at least %d copies serving reads at every sample; seen %d: %s", atLeast, w.minServing, w.worst)
+		return fmt.Errorf("%w: expected at least %d copies serving reads at every sample; seen %d: %s", harness.ErrNotSeen, atLeast, w.minServing, w.worst)
 	case gap > bound:
 		return fmt.Errorf("expected no time over %s without an acknowledged write; seen %s from %s (last error: %s)",
 			bound, gap.Round(time.Millisecond), at.Format(time.TimeOnly), w.lastErr)

@@ -138,7 +138,7 @@ func WaitRolledOut(ctx context.Context, r *resources.Resources, namespace, name 
 	return Until(ctx, "DaemonSet "+namespace+"/"+name+" to roll out", timeout, func(ctx context.Context) (bool, string, error) {
 		var ds appsv1.DaemonSet
 		if err := r.Get(ctx, name, namespace, &ds); err != nil {
-			return false, err.Error(), nil
+			return false, "", Unobserved(err)
 		}
 		st := ds.Status
 		seen := fmt.Sprintf("generation %d observed %d, desired %d, updated %d, ready %d",

@@ -32,9 +32,6 @@ type Config struct {
 	Lanes int
 	// NodeImage is the kind node image (KIND_NODE_IMAGE; empty: kind's default).
 	NodeImage string
-	// GoImage and BaseImage are the build and runtime bases of our images
-	// (GO_IMAGE, BASE_IMAGE; empty: the Dockerfiles' defaults).
-	GoImage, BaseImage string
 	// Keep leaves the cluster running after the tests (E2E_KEEP=1).
 	Keep bool
 	// Scenario keeps the scenarios whose name starts with it (E2E_SCENARIO).
@@ -69,8 +66,6 @@ func FromEnv() (Config, error) {
 		Repo:      repo,
 		Cluster:   envOr("E2E_CLUSTER", "per-node-e2e"),
 		NodeImage: os.Getenv("KIND_NODE_IMAGE"),
-		GoImage:   os.Getenv("GO_IMAGE"),
-		BaseImage: os.Getenv("BASE_IMAGE"),
 		Keep:      os.Getenv("E2E_KEEP") == "1",
 		Scenario:  os.Getenv("E2E_SCENARIO"),
 
@@ -139,6 +134,14 @@ func RunEnv(ctx context.Context, dir string, env []string, name string, args ...
 	return out.String(), nil
 }
 
+// BuildBinaries compiles the binaries the test images hold, on the host
+// with its Go build cache (make build build-fixtures: bin/per-node,
+// bin/probe, bin/store), so nothing is compiled twice.
+func (c Config) BuildBinaries(ctx context.Context) error {
+	_, err := Run(ctx, c.Repo, "make", "--no-print-directory", "build", "build-fixtures")
+	return err
+}
+
 func tail(s string, lines int) string {
 	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(parts) > lines {
@@ -147,18 +150,13 @@ func tail(s string, lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-// BuildImage builds dockerfile (relative to the repository) and tags it
-// repository:<content id>, so a changed image gets a new name and a reused
-// cluster rolls out what was just built. It returns that name.
+// BuildImage builds dockerfile (relative to the repository; it copies
+// binaries that BuildBinaries made) and tags it repository:<content id>, so
+// a changed image gets a new name and a reused cluster rolls out what was
+// just built. It returns that name.
 func (c Config) BuildImage(ctx context.Context, dockerfile, repository string) (string, error) {
-	args := []string{"build", "-q", "-f", dockerfile, "-t", repository + ":latest"}
-	if c.GoImage != "" {
-		args = append(args, "--build-arg", "GO_IMAGE="+c.GoImage)
-	}
-	if c.BaseImage != "" {
-		args = append(args, "--build-arg", "BASE_IMAGE="+c.BaseImage)
-	}
-	if _, err := Run(ctx, c.Repo, "docker", append(args, ".")...); err != nil {
+	args := []string{"build", "-q", "-f", dockerfile, "-t", repository + ":latest", "."}
+	if _, err := Run(ctx, c.Repo, "docker", args...); err != nil {
 		return "", err
 	}
 	out, err := Run(ctx, c.Repo, "docker", "image", "inspect", "-f", "{{.Id}}", repository+":latest")

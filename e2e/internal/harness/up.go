@@ -132,7 +132,7 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cluster string
 	err := Until(ctx, fmt.Sprintf("the %d nodes of cluster %s to be Ready", len(names), cluster), timeout, func(ctx context.Context) (bool, string, error) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err.Error(), nil
+			return false, "", Unobserved(err)
 		}
 		ready := map[string]bool{}
 		for i := range nodes.Items {
@@ -152,9 +152,14 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cluster string
 	return nil
 }
 
-// build builds the driver, probe and store images, one after another (the
-// three share the layers that download the modules).
+// build compiles the driver, probe and store on the host, then builds their
+// images, each a scratch image holding its binary.
 func (e *Env) build(ctx context.Context, c Config) error {
+	start := time.Now()
+	if err := c.BuildBinaries(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("e2e: binaries built on the host in %s\n", time.Since(start).Round(time.Second))
 	for _, img := range []struct {
 		dockerfile, repository string
 		name                   *string
