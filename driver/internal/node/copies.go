@@ -192,7 +192,7 @@ func (s *Server) EmptyTrash() error {
 	defer func() { _ = dir.Close() }()
 	var first error
 	for {
-		names, err := dir.Readdirnames(batch)
+		names, err := dir.Readdirnames(1024)
 		for _, name := range names {
 			if err := s.removeTrashEntry(filepath.Join(s.layout.TrashDir(), name), ""); err != nil && first == nil {
 				first = err

@@ -54,7 +54,7 @@ func TestTreeNeverCrossesAMountPoint(t *testing.T) {
 func TestTreeRemovesManyEntriesInBatches(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "copy")
 	assert.NilError(t, os.MkdirAll(filepath.Join(dir, "deep/er"), 0o750))
-	const files = 3*batch + 7
+	const files = 3*1024 + 7 // more than three batches of names
 	for i := range files {
 		assert.NilError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), nil, 0o644))
 	}
