@@ -75,7 +75,8 @@ step() {
 : > "$steps"
 build_start=$SECONDS
 
-kind_dir="$(cd "$repo" && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
+# (go list -m names the module's folder only once it is downloaded)
+kind_dir="$(cd "$repo" && go mod download sigs.k8s.io/kind && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)"
 kind_version="$(cd "$repo" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)"
 versions_key="$(hash_of "$here/versions/$minor.env")"
 
