@@ -9,7 +9,10 @@
 //	<root>/volumes/<handle>/data   the copy, bind-mounted into the holder pod
 //	<root>/volumes/<handle>/...    bookkeeping next to the copy (never mounted):
 //	                               the PV's UID, the holder pod's name
-//	<root>/trash/                  copies being removed in the background
+//	<root>/trash/<name>            copies being removed in the background; the
+//	                               name is TrashName's: the handle (its first
+//	                               235 characters when longer), a dot and the
+//	                               time it was trashed in nanoseconds
 //
 // The handle is the only caller-controlled part of any path, so Validate is
 // the single gate that keeps every path inside the root.
@@ -19,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -75,4 +79,17 @@ func (l Layout) CopyDir(handle string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, "data"), nil
+}
+
+// maxName is the longest file name the filesystems a root lives on take.
+const maxName = 255
+
+// TrashName is the name of a handle's copy in the trash, unique by the time
+// it was trashed, and never longer than a file name may be: a handle of up
+// to 253 characters plus a suffix would not fit, so a long handle is cut.
+// An operator reads the PV's name from it (or its start), and nothing is
+// decided from it.
+func TrashName(handle string, nanos int64) string {
+	suffix := "." + strconv.FormatInt(nanos, 10)
+	return handle[:min(len(handle), maxName-len(suffix))] + suffix
 }

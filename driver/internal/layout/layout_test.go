@@ -88,3 +88,15 @@ func FuzzCopyDir(f *testing.F) {
 		}
 	})
 }
+
+// A trash entry's name fits a file name for every valid handle, starts
+// with as much of the handle as fits, and differs by the time it was made.
+func TestTrashNameFitsEveryValidHandle(t *testing.T) {
+	for _, n := range []int{1, 63, 64, 235, 236, 253} {
+		handle := strings.Repeat("a", n)
+		name := TrashName(handle, 1_765_000_000_000_000_000)
+		assert.Assert(t, len(name) <= 255, "%d-character handle: a %d-byte trash name", n, len(name))
+		assert.Assert(t, strings.HasPrefix(name, handle[:min(n, 235)]+"."), "%d-character handle: %q", n, name)
+		assert.Assert(t, name != TrashName(handle, 1_765_000_000_000_000_001))
+	}
+}

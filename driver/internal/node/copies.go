@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"liken.sh/per-node/driver/internal/layout"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,7 +159,7 @@ func (s *Server) trash(handle string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dst := filepath.Join(s.layout.TrashDir(), fmt.Sprintf("%s.%d", handle, time.Now().UnixNano()))
+	dst := filepath.Join(s.layout.TrashDir(), layout.TrashName(handle, time.Now().UnixNano()))
 	s.usage.forget(handle)
 	if err := os.Rename(dir, dst); errors.Is(err, fs.ErrNotExist) {
 		return false, nil

@@ -4,6 +4,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -126,4 +127,64 @@ func TestTreeMeasurementNeverOpensAFIFOSwappedIn(t *testing.T) {
 		}
 	}, poll.WithTimeout(60*time.Second), poll.WithDelay(100*time.Millisecond))
 	stop()
+}
+
+// pvName is a valid PersistentVolume name of n characters: labels of at
+// most 63 characters joined by dots.
+func pvName(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if b.Len() > 0 && b.Len()%64 == 63 {
+			if b.Len() == n-1 { // a name must not end in a dot
+				b.WriteByte('z')
+				continue
+			}
+			b.WriteByte('.')
+			continue
+		}
+		b.WriteByte(byte('a' + b.Len()%26))
+	}
+	return b.String()
+}
+
+// Every valid PV name, up to 253 characters, works through publish,
+// replacement by a PV created again under that name, removal, the trash and
+// a restart.
+func TestEveryValidPVNameLengthWorks(t *testing.T) {
+	for _, n := range []int{1, 63, 64, 235, 236, 253} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			handle := pvName(n)
+			assert.Equal(t, len(handle), n)
+			tr := &fakeTracker{uid: "uid-1"}
+			s, dir := newTrackedServer(t, tr)
+			ctx := context.Background()
+			target := podTarget(dir, "1", handle)
+			_, err := s.NodePublishVolume(ctx, publishReq(handle, target, "p"))
+			assert.NilError(t, err)
+			assert.NilError(t, os.WriteFile(filepath.Join(target, "old-data"), nil, 0o644))
+			unpublish(t, s, handle, target)
+
+			// The PV is created again under the same name: the old copy
+			// goes to the trash, the new PV's pod starts empty.
+			tr.uid = "uid-2"
+			_, err = s.NodePublishVolume(ctx, publishReq(handle, target, "p"))
+			assert.NilError(t, err, "publishing %d-character PV %s created again", n, handle)
+			entries, err := os.ReadDir(target)
+			assert.NilError(t, err)
+			assert.Equal(t, len(entries), 0, "the new PV sees the old copy's data")
+			unpublish(t, s, handle, target)
+			waitTrashEmpty(t, s)
+
+			// A restart finds the copy; deleting the PV empties the trash.
+			restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: s.mounter, Tracker: tr})
+			assert.NilError(t, err)
+			handles, err := restarted.Handles()
+			assert.NilError(t, err)
+			assert.DeepEqual(t, handles, []string{handle})
+			removed, err := restarted.RemoveCopy(handle)
+			assert.NilError(t, err)
+			assert.Assert(t, removed)
+			waitTrashEmpty(t, restarted)
+		})
+	}
 }
