@@ -17,6 +17,10 @@ GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 # image holds what make build makes (driver/build_test.go checks both).
 DRIVER_TAGS := grpcnotrace
 BENCHTIME  ?= 5000x
+# Every go command builds with -trimpath, so that the tests, the binaries
+# the images hold and the e2e suite share one compilation of each package
+# (a build cache key includes the flag).
+export GOFLAGS := -trimpath $(GOFLAGS)
 # The Kubernetes minor of the kind cluster (e2e/nodeimage/versions/K8S.env);
 # the default is the newest minor that passed the whole matrix.
 K8S ?= $(shell cat e2e/nodeimage/versions/default)
@@ -32,11 +36,11 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build the driver to bin/per-node.
-	CGO_ENABLED=0 go build -trimpath -tags '$(DRIVER_TAGS)' -ldflags '$(GO_LDFLAGS)' -o bin/per-node ./driver
+	CGO_ENABLED=0 go build -tags '$(DRIVER_TAGS)' -ldflags '$(GO_LDFLAGS)' -o bin/per-node ./driver
 
 .PHONY: build-fixtures
 build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/probe and bin/store (their images hold these).
-	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
+	CGO_ENABLED=0 go build -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
 .PHONY: test
 test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).

@@ -6,8 +6,8 @@ package harness
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -16,9 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// repoRoot is relative to this package's folder, where go test runs (the
+// build may trim source paths, so runtime.Caller would not say).
 func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	wd, err := os.Getwd()
+	assert.NilError(t, err)
+	return filepath.Join(wd, "..", "..", "..")
 }
 
 // TestDeployRenders checks the promises deploy/ makes, without a cluster.
