@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"liken.sh/per-node/driver/internal/layout"
+	"liken.sh/per-node/driver/internal/reclaim"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,13 +134,20 @@ func syncDir(dir string) error {
 }
 
 // RemoveCopy makes the copy of handle unreachable at once (a rename into the
-// trash) and empties the trash in the background. It refuses while a pod on
-// this node holds the copy, and reports false when there was no copy.
-func (s *Server) RemoveCopy(handle string) (bool, error) {
+// trash) and empties the trash in the background. uid names the copy the
+// caller decided to remove (the PV UID it is bound to, "" for a copy bound
+// to none): a copy bound to another is not that one, and is refused with
+// reclaim.ErrCopyChanged. It refuses while a pod on this node holds the copy,
+// and reports false when there was no copy. Both checks are made under the
+// volume's lock, where the removal is made.
+func (s *Server) RemoveCopy(handle, uid string) (bool, error) {
 	s.locks.LockKey(handle)
 	defer func() { _ = s.locks.UnlockKey(handle) }()
 	copyDir, err := s.layout.CopyDir(handle)
 	if err != nil {
+		return false, err
+	}
+	if has, err := s.HasCopy(handle); err != nil || !has {
 		return false, err
 	}
 	h, ok, err := s.confirmedHolder(handle, copyDir)
@@ -148,6 +156,12 @@ func (s *Server) RemoveCopy(handle string) (bool, error) {
 	}
 	if ok {
 		return false, &HeldError{Handle: handle, Holder: h}
+	}
+	if now, err := s.CopyUID(handle); err != nil {
+		return false, fmt.Errorf("read the copy's PV UID: %w", err)
+	} else if now != uid {
+		return false, fmt.Errorf("%w: volume %s: the removal was decided for the copy of PV UID %q, the copy is now of %q",
+			reclaim.ErrCopyChanged, handle, uid, now)
 	}
 	return s.trash(handle)
 }

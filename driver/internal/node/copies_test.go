@@ -86,7 +86,7 @@ func TestCopyIsBoundToItsPVAndReplacedForANewOne(t *testing.T) {
 	assert.Equal(t, uid, "uid-1")
 	assert.DeepEqual(t, tr.reasons(), []string{"CopyCreated"})
 
-	_, err = s.RemoveCopy("store")
+	_, err = s.RemoveCopy("store", "")
 	assert.Assert(t, errors.Is(err, ErrHeld), "a held copy is not removed: %v", err)
 	unpublish(t, s, "store", target)
 
@@ -119,7 +119,7 @@ func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
 	assert.NilError(t, os.Mkdir(inside, 0o750))
 	assert.NilError(t, mounts.NewKernel().Bind(other, inside, false))
 	unpublish(t, s, "store", target)
-	removed, err := s.RemoveCopy("store")
+	removed, err := s.RemoveCopy("store", "u")
 	assert.NilError(t, err)
 	assert.Assert(t, removed)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -153,14 +153,14 @@ func TestRemoveCopyEmptiesTheTrash(t *testing.T) {
 		assert.NilError(t, os.WriteFile(filepath.Join(target, fmt.Sprint(i)), []byte("x"), 0o644))
 	}
 	unpublish(t, s, "store", target)
-	removed, err := s.RemoveCopy("store")
+	removed, err := s.RemoveCopy("store", "u")
 	assert.NilError(t, err)
 	assert.Assert(t, removed)
 	handles, err := s.Handles()
 	assert.NilError(t, err)
 	assert.Equal(t, len(handles), 0, "the copy is unreachable at once")
 	waitTrashEmpty(t, s)
-	removed, err = s.RemoveCopy("store")
+	removed, err = s.RemoveCopy("store", "u")
 	assert.NilError(t, err)
 	assert.Assert(t, !removed, "nothing left to remove")
 }

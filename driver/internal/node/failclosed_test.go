@@ -50,7 +50,7 @@ func TestAnUnansweredHolderCheckKeepsTheCopyHeld(t *testing.T) {
 			m.err = injected
 			_, err = s.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
 			assertCode(t, err, codes.Unavailable)
-			removed, err := s.RemoveCopy("store")
+			removed, err := s.RemoveCopy("store", "")
 			assert.Assert(t, errors.Is(err, ErrUncertain), "RemoveCopy on an unanswered check: removed=%v err=%v", removed, err)
 			_, err = os.Stat(filepath.Join(first, "record"))
 			assert.NilError(t, err, "the copy under the running pod must stay")

@@ -6,6 +6,7 @@ package node
 import (
 	"context"
 	"errors"
+	"liken.sh/per-node/driver/internal/reclaim"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,10 +182,45 @@ func TestEveryValidPVNameLengthWorks(t *testing.T) {
 			handles, err := restarted.Handles()
 			assert.NilError(t, err)
 			assert.DeepEqual(t, handles, []string{handle})
-			removed, err := restarted.RemoveCopy(handle)
+			removed, err := restarted.RemoveCopy(handle, "uid-2")
 			assert.NilError(t, err)
 			assert.Assert(t, removed)
 			waitTrashEmpty(t, restarted)
 		})
 	}
+}
+
+// The reclaim controller decides to remove a copy from its pv-uid, then
+// reads the PV (seconds, under rate limits): meanwhile the PV can be created
+// again and a pod of it can make, write and release a new copy. The removal
+// names the copy it decided on, and is refused under the volume's lock when
+// the copy on disk is another.
+func TestARemovalIsRefusedWhenTheCopyChangedSinceTheDecision(t *testing.T) {
+	tr := &fakeTracker{uid: "uid-1"}
+	s, dir := newTrackedServer(t, tr)
+	ctx := context.Background()
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	unpublish(t, s, "store", target)
+	decidedOn, err := s.CopyUID("store") // the controller's decision: uid-1 is gone
+	assert.NilError(t, err)
+
+	// Meanwhile the PV is created again and a pod writes a new copy.
+	tr.uid = "uid-2"
+	_, err = s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(filepath.Join(target, "new-data"), []byte("keep"), 0o644))
+	unpublish(t, s, "store", target)
+
+	removed, err := s.RemoveCopy("store", decidedOn)
+	assert.Assert(t, errors.Is(err, reclaim.ErrCopyChanged), "removing the copy of %s: want ErrCopyChanged, got %v", decidedOn, err)
+	assert.Assert(t, !removed)
+	uid, err := s.CopyUID("store")
+	assert.NilError(t, err)
+	assert.Equal(t, uid, "uid-2", "the new PV's copy was removed")
+
+	removed, err = s.RemoveCopy("store", "uid-2")
+	assert.NilError(t, err)
+	assert.Assert(t, removed, "the copy decided on is removed")
 }

@@ -63,7 +63,7 @@ per_node_mount_refusals_total{reason="held"} 1
 `, "per_node_copies", "per_node_copies_held", "per_node_copy_used_bytes", "per_node_mount_refusals_total")
 
 	unpublish(t, s, "store", first)
-	removed, err := s.RemoveCopy("store")
+	removed, err := s.RemoveCopy("store", "")
 	assert.NilError(t, err)
 	assert.Assert(t, removed)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {

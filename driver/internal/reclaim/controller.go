@@ -44,6 +44,11 @@ var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
 // errOwnNodeAbsent delays re-recording while this node's Node object is
 // missing (deleted, not yet re-registered): the other nodes would drop the
 // record again at once.
+// ErrCopyChanged: the copy on disk is bound to another PV UID than the one
+// a removal was decided for (the PV was created again and a pod of it made
+// a new copy meanwhile). The removal is not made.
+var ErrCopyChanged = errors.New("the copy changed since its removal was decided")
+
 var errOwnNodeAbsent = errors.New("this node's Node object is absent; its records are restored once it registers again")
 
 // Copies is this node's side: the copies on disk.
@@ -54,9 +59,10 @@ type Copies interface {
 	HasCopy(handle string) (bool, error)
 	// CopyUID is the UID of the PV a copy is bound to ("" if unbound).
 	CopyUID(handle string) (string, error)
-	// RemoveCopy removes a copy unless a pod on this node holds it (or the
-	// kernel cannot tell).
-	RemoveCopy(handle string) (bool, error)
+	// RemoveCopy removes the copy of handle bound to PV UID uid ("" for
+	// none) unless a pod on this node holds it (or the kernel cannot tell);
+	// a copy bound to another UID is refused with ErrCopyChanged.
+	RemoveCopy(handle, uid string) (bool, error)
 	// EmptyTrash removes copies a crash left half-removed.
 	EmptyTrash() error
 }
@@ -285,9 +291,13 @@ func (c *Controller) syncUncached(ctx context.Context, name string) error {
 	if err != nil || !has {
 		return err
 	}
+	uid, err := c.copies.CopyUID(name)
+	if err != nil {
+		return err
+	}
 	pv, err := getPVFresh(ctx, c.client, name)
 	if errors.Is(err, ErrNoVolume) {
-		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
+		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
 	}
 	if err != nil {
 		return err
@@ -315,7 +325,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 	case uid != "" && uid != string(pv.UID):
 		return c.removeIfReplaced(ctx, pv.Name, uid)
 	case removable(pv):
-		if err := c.removeCopy(pv.Name, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
+		if err := c.removeCopy(pv.Name, uid, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
 			return err
 		}
 		if !slices.Contains(pv.Finalizers, Finalizer(c.node)) {
@@ -334,11 +344,11 @@ func (c *Controller) removeIfReplaced(ctx context.Context, name, uid string) err
 	fresh, err := getPVFresh(ctx, c.client, name)
 	switch {
 	case errors.Is(err, ErrNoVolume):
-		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
+		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
 	case err != nil:
 		return err
 	case string(fresh.UID) != uid:
-		return c.removeCopy(name, metrics.RemovedOrphan, "its PersistentVolume was deleted and created again")
+		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume was deleted and created again")
 	}
 	return nil // the cache was behind; the update event brings it back
 }
@@ -360,8 +370,11 @@ func (c *Controller) rerecord(ctx context.Context, pv *corev1.PersistentVolume) 
 	return nil
 }
 
-func (c *Controller) removeCopy(name, kind, reason string) error {
-	removed, err := c.copies.RemoveCopy(name)
+// removeCopy removes the copy of name bound to uid. A copy that changed
+// since (ErrCopyChanged) is left, and the error brings the volume back to
+// the queue: the next sync decides on the copy that is there.
+func (c *Controller) removeCopy(name, uid, kind, reason string) error {
+	removed, err := c.copies.RemoveCopy(name, uid)
 	if err != nil {
 		return fmt.Errorf("remove the copy (%s): %w", reason, err) // held: retried until the pod leaves
 	}

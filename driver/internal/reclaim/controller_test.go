@@ -61,7 +61,9 @@ func (f *fakeCopies) CopyUID(h string) (string, error) {
 
 func (f *fakeCopies) EmptyTrash() error { return nil }
 
-func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
+// RemoveCopy refuses, as the node's does, a copy bound to another UID than
+// the one the removal was decided for.
+func (f *fakeCopies) RemoveCopy(h, uid string) (bool, error) {
 	if f.removing != nil {
 		f.removing(h)
 	}
@@ -70,7 +72,10 @@ func (f *fakeCopies) RemoveCopy(h string) (bool, error) {
 	if f.held[h] {
 		return false, errors.New("held by a pod")
 	}
-	_, ok := f.uids[h]
+	now, ok := f.uids[h]
+	if ok && now != uid {
+		return false, fmt.Errorf("%w: decided for %q, now %q", ErrCopyChanged, uid, now)
+	}
 	delete(f.uids, h)
 	f.removed = append(f.removed, h)
 	return ok, nil
