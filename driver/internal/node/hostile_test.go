@@ -6,6 +6,7 @@ package node
 import (
 	"context"
 	"errors"
+	"google.golang.org/grpc/codes"
 	"liken.sh/per-node/driver/internal/reclaim"
 	"os"
 	"path/filepath"
@@ -223,4 +224,22 @@ func TestARemovalIsRefusedWhenTheCopyChangedSinceTheDecision(t *testing.T) {
 	removed, err = s.RemoveCopy("store", "uid-2")
 	assert.NilError(t, err)
 	assert.Assert(t, removed, "the copy decided on is removed")
+}
+
+// A PV "evil" whose handle is "victim" (made with the admission policy off,
+// or before the driver was installed) would get victim's copies, and
+// deleting victim would remove copies that evil's pods use. kubelet's
+// target path names the PV: a publish whose PV is not its handle is
+// refused, and nothing is made.
+func TestAPublishForAnotherPVThanItsHandleIsRefused(t *testing.T) {
+	s, dir := newTrackedServer(t, &fakeTracker{uid: "uid-1"})
+	target := podTarget(dir, "1", "evil")
+	_, err := s.NodePublishVolume(context.Background(), publishReq("victim", target, "p"))
+	assertCode(t, err, codes.FailedPrecondition)
+	assert.ErrorContains(t, err, `"evil"`)
+	has, err := s.HasCopy("victim")
+	assert.NilError(t, err)
+	assert.Assert(t, !has, "a copy of victim was made for PV evil")
+	_, err = os.Lstat(target)
+	assert.Assert(t, errors.Is(err, os.ErrNotExist), "the target was made: %v", err)
 }

@@ -35,6 +35,9 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if capability.GetMount() == nil {
 		return nil, invalid("volume %q: volume capability must ask for mount access", handle)
 	}
+	if err := targetNamesHandle(handle, target); err != nil {
+		return nil, err
+	}
 	p := publication{
 		handle:   handle,
 		target:   target,
@@ -135,6 +138,22 @@ func (s *Server) checkTarget(handle, target string) (string, error) {
 			handle, target, s.podsDir)
 	}
 	return clean, nil
+}
+
+// targetNamesHandle refuses a publish whose target kubelet made for another
+// PV than the handle: kubelet's target for a PV-backed CSI volume ends in
+// kubernetes.io~csi/<PV name>/mount, and a per-node PV's handle is its name.
+// Without this, a PV whose handle is another PV's name would share that
+// PV's copies, and lose them when that PV is deleted.
+func targetNamesHandle(handle, target string) error {
+	dir, leaf := filepath.Split(target)
+	pv := filepath.Base(dir)
+	if leaf != "mount" || filepath.Base(filepath.Dir(filepath.Clean(dir))) != "kubernetes.io~csi" || pv == handle {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"volume %q: kubelet mounts it for PersistentVolume %q (target %s), and a per-node PersistentVolume's volumeHandle must be its own name; "+
+			"delete PersistentVolume %q and create it again with volumeHandle %q", handle, pv, target, pv, pv)
 }
 
 func readOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {
