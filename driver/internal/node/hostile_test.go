@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,4 +243,32 @@ func TestAPublishForAnotherPVThanItsHandleIsRefused(t *testing.T) {
 	assert.Assert(t, !has, "a copy of victim was made for PV evil")
 	_, err = os.Lstat(target)
 	assert.Assert(t, errors.Is(err, os.ErrNotExist), "the target was made: %v", err)
+}
+
+// During an API outage a publish holds its volume's lock for up to ~40 s;
+// work on every other volume of the node must not wait behind it (with
+// hashed buckets, two of 300 volumes always share one).
+func TestVolumeLocksAreExact(t *testing.T) {
+	s, _ := newTestServer(t)
+	const volumes = 300
+	var held atomic.Int64
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	for i := range volumes {
+		done.Go(func() {
+			h := "pv-" + strconv.Itoa(i)
+			s.locks.LockKey(h)
+			held.Add(1)
+			<-release
+			_ = s.locks.UnlockKey(h)
+		})
+	}
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := held.Load(); n < volumes {
+			return poll.Continue("%d of %d volumes' locks held at once; the others wait behind another volume", n, volumes)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second))
+	close(release)
+	done.Wait()
 }

@@ -8,6 +8,7 @@ package node
 
 import (
 	"fmt"
+	"liken.sh/per-node/driver/internal/keylock"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 	mountutils "k8s.io/mount-utils"
-	"k8s.io/utils/keymutex"
 
 	"liken.sh/per-node/driver/internal/holders"
 	"liken.sh/per-node/driver/internal/layout"
@@ -66,9 +66,9 @@ type Server struct {
 	holders *holders.Index
 	usage   *usageCache
 	metrics *metrics.Metrics
-	// locks serialises work on one handle. Hashing into many mutexes keeps
-	// unrelated volumes from waiting on each other.
-	locks keymutex.KeyMutex
+	// locks serialises work on one handle, exactly: a volume whose
+	// publish waits on the API server holds up no other volume.
+	locks *keylock.Locks
 }
 
 // New prepares the root directory and learns, from the kernel's mount table,
@@ -102,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 		holders: holders.NewIndex(),
 		podsDir: podsDir(cfg.KubeletDir),
 		usage:   newUsageCache(statsTTL(cfg.StatsTTL)),
-		locks:   keymutex.NewHashed(256),
+		locks:   &keylock.Locks{},
 		metrics: cfg.Metrics,
 	}
 	if cfg.MountInfo == "" {
