@@ -75,6 +75,8 @@ func (s *Server) toStatus(op, handle string, err error) error {
 			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)
 	case errors.Is(err, ErrNotFound):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v", op, handle, err)
+	case errors.Is(err, ErrMeasuring):
+		return status.Errorf(codes.Unavailable, "%s volume %q on node %s: %v; it goes on, and a later call gets the figure", op, handle, s.nodeID, err)
 	case errors.Is(err, reclaim.ErrDeleting):
 		s.refused(handle, metrics.RefusedDeleting, "the PersistentVolume is being deleted")
 		return status.Errorf(codes.FailedPrecondition,

@@ -46,7 +46,7 @@ func (c copiesCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		used, err := c.s.usage.get(h, dir)
+		used, err := c.s.usage.get(h, dir, metricsWait)
 		if err != nil {
 			klog.V(2).InfoS("Cannot measure a copy for its metric", "volume_id", h, "err", err)
 			continue

@@ -35,7 +35,7 @@ func (s *Server) stats(handle, path string) ([]*csi.VolumeUsage, error) {
 	if err := unix.Statfs(copyDir, &fsStat); err != nil {
 		return nil, fmt.Errorf("statfs: %w", err)
 	}
-	used, err := s.usage.get(handle, copyDir)
+	used, err := s.usage.get(handle, copyDir, statsWait)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,101 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package node
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+)
+
+// stuckMeasure is a measurement that does not finish until release: a copy
+// on a disk that stopped answering, or a walk of a very large tree.
+type stuckMeasure struct {
+	calls   atomic.Int32
+	release chan struct{}
+	result  usedSpace
+}
+
+func (m *stuckMeasure) measure(string) (usedSpace, error) {
+	m.calls.Add(1)
+	<-m.release
+	return m.result, nil
+}
+
+// A copy that cannot be measured in time never holds up a stats call or a
+// scrape: the caller gets the last value (or ErrMeasuring) within the
+// bound, and later calls join the one measurement instead of starting more.
+func TestAStuckMeasurementAnswersWithinTheBound(t *testing.T) {
+	m := &stuckMeasure{release: make(chan struct{}), result: usedSpace{bytes: 2, inodes: 2}}
+	c := newUsageCache(time.Nanosecond)
+	c.measure = m.measure
+	t.Cleanup(func() { close(m.release) })
+
+	answered := make(chan error, 5)
+	go func() {
+		for range 5 {
+			_, err := c.get("pv", "/copy", 20*time.Millisecond)
+			answered <- err
+		}
+	}()
+	for i := range 5 {
+		poll.WaitOn(t, func(poll.LogT) poll.Result {
+			select {
+			case err := <-answered:
+				if !errors.Is(err, ErrMeasuring) {
+					return poll.Error(fmt.Errorf("call %d: want ErrMeasuring, got %v", i, err))
+				}
+				return poll.Success()
+			default:
+				return poll.Continue("call %d has not answered while its copy's measurement is stuck", i)
+			}
+		}, poll.WithTimeout(10*time.Second))
+	}
+	assert.Equal(t, m.calls.Load(), int32(1), "every call started a walk of its own")
+}
+
+// Once a copy was measured, a stuck measurement answers with that value.
+func TestAStuckMeasurementAnswersWithTheLastValue(t *testing.T) {
+	c := newUsageCache(time.Nanosecond)
+	c.measure = func(string) (usedSpace, error) { return usedSpace{bytes: 1, inodes: 1}, nil }
+	u, err := c.get("pv", "/copy", time.Second)
+	assert.NilError(t, err)
+	m := &stuckMeasure{release: make(chan struct{})}
+	c.measure = m.measure
+	t.Cleanup(func() { close(m.release) })
+	u2, err := c.get("pv", "/copy", 20*time.Millisecond)
+	assert.NilError(t, err)
+	assert.Equal(t, u2, u)
+}
+
+// A measurement still running when its copy is trashed does not write its
+// result back: the next copy of that name is measured anew.
+func TestAMeasurementOfATrashedCopyIsNotKept(t *testing.T) {
+	m := &stuckMeasure{release: make(chan struct{}), result: usedSpace{bytes: 99, inodes: 9}}
+	c := newUsageCache(time.Hour)
+	c.measure = m.measure
+	first := make(chan struct{})
+	go func() {
+		_, _ = c.get("pv", "/copy", time.Hour) // returns once the walk is done and kept (or not)
+		close(first)
+	}()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if m.calls.Load() == 1 {
+			return poll.Success()
+		}
+		return poll.Continue("the first measurement has not started")
+	}, poll.WithTimeout(10*time.Second))
+	c.forget("pv") // the copy went to the trash while it was measured
+	close(m.release)
+	<-first
+	c.measure = func(string) (usedSpace, error) { return usedSpace{bytes: 1, inodes: 1}, nil }
+	u, err := c.get("pv", "/copy", time.Second)
+	assert.NilError(t, err)
+	assert.Equal(t, u, usedSpace{bytes: 1, inodes: 1}, "the trashed copy's measurement was kept for the new copy")
+}
