@@ -401,7 +401,7 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 		gctx, cancel := context.WithTimeout(ctx, APITimeout)
 		_, err := c.meta.Resource(nodesResource).Get(gctx, node, metav1.GetOptions{})
 		cancel()
-		if !apierrors.IsNotFound(err) {
+		if !apiSaysGone(err, "nodes", node) {
 			continue
 		}
 		if err := Forget(ctx, c.client, pv.Name, string(pv.UID), node); err != nil {

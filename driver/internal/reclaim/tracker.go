@@ -298,11 +298,48 @@ func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev
 	return now, apiError(err, "%s node %s on PersistentVolume %s", verb, node, pv.Name)
 }
 
+// apiSaysGone says whether err is the API server's own answer that the
+// object resource/name does not exist: a Status it sent (not one client-go
+// made of a response that was not a Status, such as a proxy's plain-text
+// or HTML 404) whose details name that object. Copies are removed and
+// records dropped on this answer only.
+func apiSaysGone(err error, resource, name string) bool {
+	if !apierrors.IsNotFound(err) || !goneStatus(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Name == name && d.Kind == resource
+}
+
+// goneStatus: err carries a Status the server sent, not one made of an
+// unexpected response.
+func goneStatus(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	if d := st.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // getPV reads a PV fresh from the API server.
 func getPV(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
 	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apiSaysGone(err, "persistentvolumes", name) {
 		return nil, fmt.Errorf("%w: %s", ErrNoVolume, name)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: get PersistentVolume %s: a 404 that is not the API server's answer about it: %v", ErrAPI, name, err)
 	}
 	if err != nil {
 		return nil, apiError(err, "get PersistentVolume %s", name)
@@ -319,7 +356,7 @@ func apiError(err error, format string, args ...any) error {
 		return nil
 	case apierrors.IsConflict(err):
 		return err
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err) && goneStatus(err):
 		return fmt.Errorf("%w: %s: %v", ErrNoVolume, fmt.Sprintf(format, args...), err)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return fmt.Errorf("%w: %s: %v", ErrForbidden, fmt.Sprintf(format, args...), err)
