@@ -277,6 +277,11 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 		fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, f))
 }
 
+func stepDriverAddsOwnRecordRefused(ctx context.Context, r *Run, a args) error {
+	return r.asDriverRefused(ctx, a["node"], a["name"], "add its own record",
+		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["node"]))
+}
+
 func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
 	f := recordPrefix + a["node"]
 	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, f)); err != nil {

@@ -140,6 +140,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "as the driver on {node}, adding the record of {other} to persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOthersRecord},
 	{Name: "as the driver on {node}, removing the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecord},
+	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordRefused},
 	{Name: "note the driver metrics on {node}", Timeout: time.Minute, run: stepNoteMetrics},
 	{Name: "the driver on {node} counted more {series}", Timeout: 2 * time.Minute, run: stepMetricGrew},
 	{Name: "the driver on {node} reports {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(true)},
