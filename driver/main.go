@@ -54,6 +54,8 @@ type options struct {
 	standalone      bool
 	kubeletDir      string
 	statsTTL        time.Duration
+	// rootMustBeMountPoint: wait, touching nothing, until root is a mount point.
+	rootMustBeMountPoint bool
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	flag.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	flag.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
+	flag.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
@@ -98,6 +101,11 @@ func run(ctx context.Context, o options) error {
 	socket, err := rpcserver.SocketPath(o.endpoint)
 	if err != nil {
 		return err
+	}
+	if o.rootMustBeMountPoint {
+		if err := waitForRootMount(ctx, mounts.NewKernel(), o.root, o.healthAddress, 2*time.Second); err != nil {
+			return fmt.Errorf("waiting for the copies root %s to be a mount point: %w", o.root, err)
+		}
 	}
 	lock, err := rootlock.Acquire(o.root)
 	if err != nil {
