@@ -41,12 +41,26 @@ func (r *Run) execStore(ctx context.Context, pod string, args ...string) (string
 	cmd := append([]string{"/store", "client"}, args...)
 	if err := r.env.R.ExecInPod(ctx, r.ns(), pod, "store", cmd, &stdout, &stderr); err != nil {
 		err = fmt.Errorf("exec %v in %s: %w: %s", cmd, pod, err, strings.TrimSpace(stderr.String()))
-		if _, ran := errors.AsType[utilexec.ExitError](err); !ran || ctx.Err() != nil {
+		if !storeAnswered(ctx, err) {
 			err = harness.Unobserved(err)
 		}
 		return stdout.String(), err
 	}
 	return stdout.String(), nil
+}
+
+// storeAnswered says whether an exec's error is the store's answer: its
+// client ran and failed, or the pod has no running store container (kubelet
+// says so: the copy is not served). Anything else (the exec's stream, the
+// API server, a deadline) says nothing of the store.
+func storeAnswered(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if _, ran := errors.AsType[utilexec.ExitError](err); ran {
+		return true
+	}
+	return strings.Contains(err.Error(), "container not found")
 }
 
 // storeStatus is the store's /status.

@@ -109,7 +109,10 @@ func (e *Env) createCluster(ctx context.Context, c Config, reuse bool) error {
 	if err := waitNodesReady(ctx, cs, e.Cluster, strings.Fields(out), 3*time.Minute); err != nil {
 		return err
 	}
-	return checkNodes(ctx, cs, e.Cluster, c.KubernetesVersion)
+	if err := checkNodes(ctx, cs, e.Cluster, c.KubernetesVersion); err != nil {
+		return err
+	}
+	return dnsOnControlPlane(ctx, cs, e.Cluster)
 }
 
 // create runs kind create cluster on the cluster's own Docker network
