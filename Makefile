@@ -71,9 +71,10 @@ lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code,
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the handle validation and the reading of node records, FUZZTIME each (default 60s).
+fuzz: ## Fuzz the handle validation, the reading of node records and mount options, FUZZTIME each (default 60s).
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
 	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
+	go test -run '^$$' -fuzz FuzzFlags -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
 
 .PHONY: bench
 bench: ## Publish+unpublish vs a raw bind mount, with 0/100/1,000/10,000 other mounts; prints the ratios (goal <= 3).

@@ -15,7 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	mountutils "k8s.io/mount-utils"
@@ -23,8 +26,9 @@ import (
 
 // Mounter is what the node server needs from the kernel.
 type Mounter interface {
-	// Bind mounts source at target (an existing directory), read-only if asked.
-	Bind(source, target string, readonly bool) error
+	// Bind mounts source at target (an existing directory) with flags
+	// (MS_RDONLY, MS_NOSUID, ...; see Flags), 0 for none.
+	Bind(source, target string, flags uintptr) error
 	// Unmount detaches the mount at target.
 	Unmount(target string) error
 	// IsMountPoint reports whether path is a mount point; a missing path is not.
@@ -42,27 +46,58 @@ func NewKernel() *Kernel {
 }
 
 // Bind implements Mounter.
-func (k *Kernel) Bind(source, target string, readonly bool) error {
+func (k *Kernel) Bind(source, target string, flags uintptr) error {
 	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
 	}
-	if !readonly {
+	if flags == 0 {
 		return nil
 	}
 	// A bind remount sets every per-mount flag at once: keep what the
-	// source's mount forbids, or the read-only mount would allow it.
+	// source's mount forbids, or the remount would allow it.
 	var src unix.Statfs_t
 	if err := unix.Statfs(source, &src); err != nil {
 		_ = unix.Unmount(target, 0)
 		return fmt.Errorf("read the flags of %s: %w", source, err)
 	}
-	flags := uintptr(unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY) | kept(src.Flags)
-	if err := unix.Mount("", target, "", flags, ""); err != nil {
-		// Never leave a writable mount behind a read-only request.
+	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|flags|kept(src.Flags), ""); err != nil {
+		// Never leave a mount that allows more than was asked.
 		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("remount %s read-only: %w", target, err)
+		return fmt.Errorf("remount %s with the asked flags: %w", target, err)
 	}
 	return nil
+}
+
+// ErrUnknownOption: a mount option that means nothing for a bind mount of a
+// directory.
+var ErrUnknownOption = errors.New("mount options that mean nothing for a per-node volume (a bind mount of a directory)")
+
+// options are the mount options a bind mount honours, and their flags
+// ("rw" and the like are the default and add nothing).
+var options = map[string]uintptr{
+	"ro": unix.MS_RDONLY, "rw": 0,
+	"nosuid": unix.MS_NOSUID, "suid": 0, "nodev": unix.MS_NODEV, "dev": 0, "noexec": unix.MS_NOEXEC, "exec": 0,
+	"noatime": unix.MS_NOATIME, "nodiratime": unix.MS_NODIRATIME, "relatime": unix.MS_RELATIME, "strictatime": unix.MS_STRICTATIME,
+}
+
+// Flags turns a PersistentVolume's mountOptions into mount flags; any
+// option a bind mount cannot honour is refused (ErrUnknownOption, naming
+// them all), never ignored.
+func Flags(opts []string) (uintptr, error) {
+	var flags uintptr
+	var unknown []string
+	for _, o := range opts {
+		f, ok := options[o]
+		if !ok {
+			unknown = append(unknown, o)
+		}
+		flags |= f
+	}
+	if len(unknown) > 0 {
+		known := slices.Sorted(maps.Keys(options))
+		return 0, fmt.Errorf("%w: %s (a per-node volume takes %s)", ErrUnknownOption, strings.Join(unknown, ", "), strings.Join(known, ", "))
+	}
+	return flags, nil
 }
 
 // kept maps the statfs flags a bind remount must carry over to mount flags.

@@ -4,10 +4,13 @@
 package mounts
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"gotest.tools/v3/assert"
 	mountutils "k8s.io/mount-utils"
 )
@@ -51,7 +54,11 @@ func TestKernelBind(t *testing.T) {
 			assert.NilError(t, os.Mkdir(src, 0o755))
 			assert.NilError(t, os.Mkdir(dst, 0o755))
 
-			assert.NilError(t, k.Bind(src, dst, tc.readonly))
+			var flags uintptr
+			if tc.readonly {
+				flags = unix.MS_RDONLY
+			}
+			assert.NilError(t, k.Bind(src, dst, flags))
 			t.Cleanup(func() { _ = k.Unmount(dst) })
 
 			mounted, err := k.IsMountPoint(dst)
@@ -84,4 +91,46 @@ func TestIsMountPointMissingPath(t *testing.T) {
 	mounted, err := NewKernel().IsMountPoint(filepath.Join(t.TempDir(), "missing"))
 	assert.NilError(t, err)
 	assert.Assert(t, !mounted)
+}
+
+// Options a bind mount honours become flags; any other is refused, named.
+func TestFlagsRefuseWhatABindMountCannotHonour(t *testing.T) {
+	for _, tc := range []struct {
+		opts    []string
+		want    uintptr
+		unknown string
+	}{
+		{nil, 0, ""},
+		{[]string{"ro", "nosuid", "nodev", "noexec"}, unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
+		{[]string{"rw", "relatime"}, unix.MS_RELATIME, ""},
+		{[]string{"nosuid", "discard", "vers=4.1"}, 0, "discard, vers=4.1"},
+		{[]string{""}, 0, ""},
+	} {
+		got, err := Flags(tc.opts)
+		if tc.unknown == "" && !(len(tc.opts) == 1 && tc.opts[0] == "") {
+			assert.NilError(t, err, "%v", tc.opts)
+			assert.Equal(t, got, tc.want, "%v", tc.opts)
+			continue
+		}
+		assert.Assert(t, errors.Is(err, ErrUnknownOption), "%v: got %v", tc.opts, err)
+		assert.ErrorContains(t, err, tc.unknown)
+	}
+}
+
+func FuzzFlags(f *testing.F) {
+	f.Add("ro,nosuid")
+	f.Add("discard")
+	f.Fuzz(func(t *testing.T, joined string) {
+		opts := strings.Split(joined, ",")
+		flags, err := Flags(opts)
+		if err == nil {
+			for _, o := range opts {
+				if _, ok := options[o]; !ok {
+					t.Fatalf("%q accepted", o)
+				}
+			}
+		} else if flags != 0 {
+			t.Fatalf("a refusal came with flags %#x", flags)
+		}
+	})
 }

@@ -117,7 +117,7 @@ func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
 	assert.NilError(t, err)
 	inside := filepath.Join(copyDir, "mnt")
 	assert.NilError(t, os.Mkdir(inside, 0o750))
-	assert.NilError(t, mounts.NewKernel().Bind(other, inside, false))
+	assert.NilError(t, mounts.NewKernel().Bind(other, inside, 0))
 	unpublish(t, s, "store", target)
 	removed, err := s.RemoveCopy("store", "u")
 	assert.NilError(t, err)

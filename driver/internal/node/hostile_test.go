@@ -6,6 +6,7 @@ package node
 import (
 	"context"
 	"errors"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"liken.sh/per-node/driver/internal/reclaim"
 	"os"
@@ -271,4 +272,34 @@ func TestVolumeLocksAreExact(t *testing.T) {
 	}, poll.WithTimeout(10*time.Second))
 	close(release)
 	done.Wait()
+}
+
+// A PV's mountOptions reach the driver as the capability's mount flags:
+// those that mean something for a bind mount are applied, any other is
+// refused with a message naming it, and nothing is made.
+func TestMountOptionsAreAppliedOrRefused(t *testing.T) {
+	s, dir := newTrackedServer(t, &fakeTracker{uid: "uid-1"})
+	ctx := context.Background()
+	withFlags := func(handle, target string, flags ...string) *csi.NodePublishVolumeRequest {
+		req := publishReq(handle, target, "p")
+		req.VolumeCapability.GetMount().MountFlags = flags
+		return req
+	}
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(ctx, withFlags("store", target, "nosuid", "nodev", "noexec", "noatime"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	var st unix.Statfs_t
+	assert.NilError(t, unix.Statfs(target, &st))
+	for name, flag := range map[string]int64{"nosuid": unix.ST_NOSUID, "nodev": unix.ST_NODEV, "noexec": unix.ST_NOEXEC, "noatime": unix.ST_NOATIME} {
+		assert.Assert(t, st.Flags&flag != 0, "mountOptions %s: the mount's flags are %#x", name, st.Flags)
+	}
+
+	other := podTarget(dir, "2", "other")
+	_, err = s.NodePublishVolume(ctx, withFlags("other", other, "nosuid", "discard", "vers=4.1"))
+	assertCode(t, err, codes.InvalidArgument)
+	assert.ErrorContains(t, err, "discard")
+	has, err := s.HasCopy("other")
+	assert.NilError(t, err)
+	assert.Assert(t, !has, "a copy was made for a refused publish")
 }

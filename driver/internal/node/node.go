@@ -5,6 +5,8 @@ package node
 
 import (
 	"context"
+	"golang.org/x/sys/unix"
+	"liken.sh/per-node/driver/internal/mounts"
 	"path/filepath"
 	"strings"
 
@@ -38,11 +40,19 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err := targetNamesHandle(handle, target); err != nil {
 		return nil, err
 	}
+	flags, err := mounts.Flags(capability.GetMount().GetMountFlags())
+	if err != nil {
+		return nil, invalid("volume %q: %v; remove them from the PersistentVolume's mountOptions", handle, err)
+	}
 	p := publication{
 		handle:   handle,
 		target:   target,
-		readonly: req.GetReadonly() || readOnlyMode(capability.GetAccessMode().GetMode()),
+		readonly: req.GetReadonly() || readOnlyMode(capability.GetAccessMode().GetMode()) || flags&unix.MS_RDONLY != 0,
 		pod:      holders.PodName(req.GetVolumeContext(), target),
+	}
+	p.flags = flags
+	if p.readonly {
+		p.flags |= unix.MS_RDONLY
 	}
 	s.locks.LockKey(handle)
 	defer func() { _ = s.locks.UnlockKey(handle) }()

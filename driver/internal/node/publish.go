@@ -21,6 +21,7 @@ import (
 type publication struct {
 	handle, target, pod string
 	readonly            bool
+	flags               uintptr // mount flags: the PV's mountOptions, MS_RDONLY when read-only
 }
 
 // publish mounts the copy for p.pod unless another pod holds it. The caller
@@ -57,7 +58,7 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 		if err := sameRequest(p); err != nil {
 			return err
 		}
-	} else if err := s.mounter.Bind(copyDir, p.target, p.readonly); err != nil {
+	} else if err := s.mounter.Bind(copyDir, p.target, p.flags); err != nil {
 		return err
 	}
 	s.setHolder(p.handle, holders.Holder{Target: p.target, Pod: p.pod})
