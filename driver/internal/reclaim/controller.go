@@ -390,12 +390,23 @@ func (c *Controller) removeCopy(name, uid, kind, reason string) error {
 // (never on an error). On a live PV a gone node's record is harmless, and
 // a Node that is deleted and registers again keeps its records; the
 // admission policy lets a node drop another node's record only then.
+//
+// That is the work of the live nodes that hold a record themselves (one of
+// them is there until the end: a node's own record goes only after its
+// copy); a node without one asks nothing, so a scale-down of many nodes
+// costs a GET and a PATCH per gone node per PV from those few drivers, not
+// from every driver of the cluster. With no live node recorded, every
+// driver does it, so the PV is never stuck.
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
-	for _, node := range Recorded(pv) {
+	recorded := Recorded(pv)
+	if !slices.Contains(recorded, c.node) && slices.ContainsFunc(recorded, c.known) {
+		return nil // a live node that holds a record does it
+	}
+	for _, node := range recorded {
 		if node == c.node {
 			continue
 		}
-		if _, err := c.nodes.Get(node); err == nil {
+		if c.known(node) {
 			continue
 		}
 		gctx, cancel := context.WithTimeout(ctx, APITimeout)
@@ -410,6 +421,12 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 		klog.InfoS("Dropped the record of a node that is gone", "volume_id", pv.Name, "node", node)
 	}
 	return nil
+}
+
+// known says whether the Node cache has node.
+func (c *Controller) known(node string) bool {
+	_, err := c.nodes.Get(node)
+	return err == nil
 }
 
 // getPVFresh is getPV with its own timeout.

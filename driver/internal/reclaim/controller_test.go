@@ -372,3 +372,42 @@ func TestLeanKeepsAllButManagedFields(t *testing.T) {
 	assert.NilError(t, err)
 	assert.DeepEqual(t, got, tomb)
 }
+
+// Every node's driver sees every PV being deleted. Dropping the records of
+// gone nodes is the work of the live nodes that hold a record themselves
+// (their own record goes only after their copy does, so one of them is
+// there until the end); the others ask nothing. When no live node holds a
+// record, every driver does it, so the PV is never stuck.
+func TestOnlyLiveRecordedNodesDropTheRecordsOfGoneNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name, self string
+		records    []string
+		wantAsked  bool
+		wantLeft   []string
+	}{
+		{"a_node_without_a_record_leaves_it_to_those_with_one", "a", []string{"b", "gone"}, false, []string{"b", "gone"}},
+		{"a_node_with_a_record_drops_the_gone_ones", "b", []string{"b", "gone"}, true, []string{"b"}},
+		{"with_no_live_node_recorded_every_node_does_it", "a", []string{"gone", "gone2"}, true, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := deleting(recorded(pv("v", "u", pvProtection), tc.records...))
+			ctl := newController(t, tc.self, &fakeCopies{uids: map[string]string{}}, []string{"a", "b"}, p)
+			assert.NilError(t, ctl.sync(context.Background(), "v"))
+			asked := 0
+			for _, a := range ctl.meta.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+					asked++
+				}
+			}
+			assert.Equal(t, asked > 0, tc.wantAsked, "node %s asked the API server about %d nodes", tc.self, asked)
+			got := getPVT(t, ctl.client, "v")
+			left := []string{}
+			for _, n := range []string{"a", "b", "gone", "gone2"} {
+				if HasRecord(got, n) {
+					left = append(left, n)
+				}
+			}
+			assert.DeepEqual(t, left, tc.wantLeft)
+		})
+	}
+}
