@@ -53,7 +53,8 @@ func (s *Server) CopyUID(handle string) (string, error) {
 }
 
 // ensureTrackedCopy records the holder on the PV before the copy exists,
-// and replaces a copy that belongs to an older PV of the same name.
+// and replaces a copy that is not this PV's: bound to an older PV of the
+// same name, or to none.
 func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) error {
 	if s.tracker == nil {
 		return s.ensureCopy(handle, copyDir)
@@ -66,8 +67,15 @@ func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) 
 	if err != nil {
 		return fmt.Errorf("read the copy's PV UID: %w", err)
 	}
-	if old != "" && old != uid {
-		klog.InfoS("Copy belongs to an earlier PersistentVolume of the same name; replacing it",
+	has, err := s.HasCopy(handle)
+	if err != nil {
+		return err
+	}
+	// A copy bound to another PV is that PV's; one bound to none (a crash
+	// between making and binding it, or standalone mode) is no PV's. Either
+	// way this PV's pod starts from an empty copy.
+	if has && old != uid {
+		klog.InfoS("Copy is not this PersistentVolume's (an earlier PV of the same name, or none); replacing it",
 			"volume_id", handle, "old_uid", old, "uid", uid)
 		if _, err := s.trash(handle); err != nil {
 			return err

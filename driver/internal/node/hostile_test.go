@@ -303,3 +303,33 @@ func TestMountOptionsAreAppliedOrRefused(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Assert(t, !has, "a copy was made for a refused publish")
 }
+
+// A copy with no pv-uid was not made for any PV this driver can name (a
+// crash between making the copy and binding it, or a copy made in
+// standalone mode): no PV's pod gets what it holds. The next publish
+// starts from an empty copy, and the old one goes to the trash.
+func TestACopyBoundToNoPVIsNotAdopted(t *testing.T) {
+	tr := &fakeTracker{uid: "uid-1"}
+	s, dir := newTrackedServer(t, tr)
+	ctx := context.Background()
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	assert.NilError(t, os.WriteFile(filepath.Join(target, "unbound-data"), []byte("x"), 0o644))
+	unpublish(t, s, "store", target)
+	vdir, err := s.layout.VolumeDir("store")
+	assert.NilError(t, err)
+	assert.NilError(t, os.Remove(filepath.Join(vdir, uidFile)))
+
+	tr.uid = "uid-2"
+	_, err = s.NodePublishVolume(ctx, publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	entries, err := os.ReadDir(target)
+	assert.NilError(t, err)
+	assert.Equal(t, len(entries), 0, "a PV's pod sees a copy that was bound to no PV")
+	uid, err := s.CopyUID("store")
+	assert.NilError(t, err)
+	assert.Equal(t, uid, "uid-2")
+	waitTrashEmpty(t, s)
+}

@@ -333,7 +333,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 		}
 		return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
 	case pv.DeletionTimestamp != nil, uid == "", HasRecord(pv, c.node):
-		return nil // waits for its claim; predates tracking (the next publish adopts it); recorded
+		return nil // waits for its claim; bound to no PV (the next publish replaces it); recorded
 	}
 	return c.rerecord(ctx, pv)
 }
