@@ -203,6 +203,7 @@ func run(ctx context.Context, o options) error {
 	}
 	<-ctx.Done()
 	klog.InfoS("Shutting down; mounted copies stay mounted")
+	srv.Stop()
 	g.GracefulStop()
 	_ = os.Remove(socket)
 	return nil

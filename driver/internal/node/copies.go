@@ -231,8 +231,10 @@ func (s *Server) EmptyTrash() error {
 }
 
 // emptyTrashEntry removes one copy from the trash in the background,
-// retrying with backoff until it is gone.
+// retrying with backoff until it is gone or the server stops.
 func (s *Server) emptyTrashEntry(path, handle string) {
+	s.trashWorkers.Add(1)
+	defer s.trashWorkers.Add(-1)
 	backoff := time.Second
 	for {
 		err := s.removeTrashEntry(path, handle)
@@ -243,7 +245,12 @@ func (s *Server) emptyTrashEntry(path, handle string) {
 			s.tracker.Event(context.Background(), handle, "Warning", "CopyRemovalFailed",
 				fmt.Sprintf("node %s could not finish removing its copy (will retry in %s): %v", s.nodeID, backoff, err))
 		}
-		time.Sleep(backoff)
+		select {
+		case <-s.stop:
+			klog.InfoS("Stopping; the trash entry is removed at the next start", "volume_id", handle, "path", path)
+			return
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, 5*time.Minute)
 	}
 }

@@ -333,3 +333,44 @@ func TestACopyBoundToNoPVIsNotAdopted(t *testing.T) {
 	assert.Equal(t, uid, "uid-2")
 	waitTrashEmpty(t, s)
 }
+
+// A trash entry that cannot be removed is retried with back-off while the
+// driver runs, and its retries end when the driver stops: no goroutine
+// outlives Stop.
+func TestTrashRetriesEndWhenTheDriverStops(t *testing.T) {
+	tr := &fakeTracker{uid: "u"}
+	s, dir := newTrackedServer(t, tr)
+	target := podTarget(dir, "1", "store")
+	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "p"))
+	assert.NilError(t, err)
+	other := filepath.Join(dir, "other")
+	assert.NilError(t, os.MkdirAll(other, 0o750))
+	inside := filepath.Join(target, "mnt")
+	assert.NilError(t, os.Mkdir(inside, 0o750))
+	copyDir, err := s.layout.CopyDir("store")
+	assert.NilError(t, err)
+	assert.NilError(t, s.mounter.Bind(other, filepath.Join(copyDir, "mnt"), 0))
+	unpublish(t, s, "store", target)
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(s.layout.TrashDir())
+		for _, e := range entries {
+			_ = unix.Unmount(filepath.Join(s.layout.TrashDir(), e.Name(), "data/mnt"), unix.MNT_DETACH)
+		}
+	})
+	removed, err := s.RemoveCopy("store", "u")
+	assert.NilError(t, err)
+	assert.Assert(t, removed)
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := s.trashWorkers.Load(); n != 1 {
+			return poll.Continue("%d trash workers, want 1 retrying", n)
+		}
+		return poll.Success()
+	})
+	s.Stop()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if n := s.trashWorkers.Load(); n != 0 {
+			return poll.Continue("%d trash workers still running after Stop", n)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(5*time.Second))
+}

@@ -11,6 +11,8 @@ import (
 	"liken.sh/per-node/driver/internal/keylock"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -66,6 +68,11 @@ type Server struct {
 	holders *holders.Index
 	usage   *usageCache
 	metrics *metrics.Metrics
+	// stop ends the background work (the trash's retries) at Stop.
+	stop     chan struct{}
+	stopOnce sync.Once
+	// trashWorkers counts the goroutines emptying trash entries.
+	trashWorkers atomic.Int32
 	// locks serialises work on one handle, exactly: a volume whose
 	// publish waits on the API server holds up no other volume.
 	locks *keylock.Locks
@@ -104,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 		usage:   newUsageCache(statsTTL(cfg.StatsTTL)),
 		locks:   &keylock.Locks{},
 		metrics: cfg.Metrics,
+		stop:    make(chan struct{}),
 	}
 	if cfg.MountInfo == "" {
 		cfg.MountInfo = mounts.ProcSelfMountInfo
@@ -182,3 +190,7 @@ func (s *Server) Handles() ([]string, error) {
 	}
 	return out, nil
 }
+
+// Stop ends the server's background work: trash entries still being
+// retried are left for the next start (EmptyTrash). Mounts stay.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
