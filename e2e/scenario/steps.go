@@ -96,7 +96,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "start writing to the store", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
 	{Name: "start writing through {pod}", Timeout: 30 * time.Second, Defines: true, run: stepStartWriter},
 	{Name: "start writing through the store pods from their nodes", Timeout: 30 * time.Second, Defines: true, run: stepStartNodeWriter},
-	{Name: "wait until {writer} has {n} acknowledged writes", Timeout: 30 * time.Second, run: stepWriterAcked},
+	{Name: "wait until {writer} has {n} acknowledged writes", Timeout: 3 * time.Minute, run: stepWriterAcked},
 	{Name: "stop {writer} at once, keeping what it acknowledged", Timeout: 30 * time.Second, Defines: true, run: stepStopWriterKeeping},
 	{Name: "stop {writer}: no acknowledged write lost, at least {n} copies served reads at every sample, never {gap} without an acknowledged write", Timeout: 30 * time.Second, run: stepStopWriter},
 	{Name: "roll the driver to a second tag of its image", Timeout: 3 * time.Minute, run: stepRollDriverSecondTag},

@@ -107,7 +107,7 @@ func TestFlagsRefuseWhatABindMountCannotHonour(t *testing.T) {
 		{[]string{""}, 0, ""},
 	} {
 		got, err := Flags(tc.opts)
-		if tc.unknown == "" && !(len(tc.opts) == 1 && tc.opts[0] == "") {
+		if tc.unknown == "" && (len(tc.opts) != 1 || tc.opts[0] != "") {
 			assert.NilError(t, err, "%v", tc.opts)
 			assert.Equal(t, got, tc.want, "%v", tc.opts)
 			continue

@@ -46,7 +46,7 @@ func TestOnlyTheAPIServersNotFoundMeansGone(t *testing.T) {
 			assert.NilError(t, err)
 			_, err = getPV(context.Background(), client, "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
-			if tc.want != ErrNoVolume {
+			if !errors.Is(tc.want, ErrNoVolume) {
 				assert.Assert(t, !errors.Is(err, ErrNoVolume), "a 404 that is not the API server's was taken for a deleted PV: %v", err)
 			}
 		})
