@@ -119,7 +119,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "start the API server", Timeout: 3 * time.Minute, run: stepStartAPIServer},
 	{Name: "freeze the driver on {node}", Timeout: 30 * time.Second, run: stepFreezeDriver},
 	{Name: "thaw the driver on {node}", Timeout: 30 * time.Second, run: stepThawDriver},
-	{Name: "the driver on {node} answered the publish for pod {pod} with {code}", Timeout: time.Minute, run: stepDriverRefusedWith},
+	{Name: "the driver on {node} answered the publish for pod {pod} with {code}", Timeout: 3 * time.Minute, run: stepDriverRefusedWith},
 	{Name: "give the copy on {node} a filesystem of its own of {mib} MiB", Timeout: 30 * time.Second, run: stepSmallFS},
 	{Name: "fill the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFillFS},
 	{Name: "free the filesystem of the copy on {node}", Timeout: 30 * time.Second, run: stepFreeFS},
