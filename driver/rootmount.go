@@ -28,10 +28,8 @@ type mountPointer interface {
 func waitForRootMount(ctx context.Context, m mountPointer, root, address string, every time.Duration) error {
 	why := fmt.Sprintf("the copies root %s is not a mount point yet (--copies-root-must-be-mount-point)", root)
 	if address != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, why, http.StatusServiceUnavailable) })
-		h := &http.Server{Addr: address, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		notMounted := []check{{"copies root", func() error { return errors.New(why) }}}
+		h := &http.Server{Addr: address, Handler: endpoints(nil, notMounted, http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Health server stopped")

@@ -43,7 +43,7 @@ func TestTheDriverWaitsForTheCopiesRootToMount(t *testing.T) {
 		}
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable {
-			return poll.Error(assertErr("readyz answered %d while the root is not mounted; want 503", resp.StatusCode))
+			return poll.Error(fmt.Errorf("readyz answered %d while the root is not mounted; want 503", resp.StatusCode))
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second))
@@ -69,12 +69,4 @@ func TestTheDriverWaitsForTheCopiesRootToMount(t *testing.T) {
 			return poll.Continue("still waiting although %s is a mount point", root)
 		}
 	}, poll.WithTimeout(10*time.Second))
-}
-
-type assertError string
-
-func (e assertError) Error() string { return string(e) }
-
-func assertErr(format string, args ...any) error {
-	return assertError(fmt.Sprintf(format, args...))
 }

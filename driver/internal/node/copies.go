@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"liken.sh/per-node/driver/internal/layout"
 	"liken.sh/per-node/driver/internal/reclaim"
+	"liken.sh/per-node/driver/internal/tree"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,15 +75,13 @@ func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) 
 	// A copy bound to another PV is that PV's; one bound to none (a crash
 	// between making and binding it, or standalone mode) is no PV's. Either
 	// way this PV's pod starts from an empty copy.
+	fresh := !has
 	if has && old != uid {
 		klog.InfoS("Copy is not this PersistentVolume's (an earlier PV of the same name, or none); replacing it",
 			"volume_id", handle, "old_uid", old, "uid", uid)
 		if _, err := s.trash(handle); err != nil {
 			return err
 		}
-	}
-	fresh := false
-	if _, err := os.Stat(copyDir); errors.Is(err, fs.ErrNotExist) {
 		fresh = true
 	}
 	if err := s.ensureCopy(handle, copyDir); err != nil {
@@ -182,8 +181,13 @@ func (s *Server) trash(handle string) (bool, error) {
 		return false, err
 	}
 	dst := filepath.Join(s.layout.TrashDir(), layout.TrashName(handle, time.Now().UnixNano()))
-	s.usage.forget(handle)
-	if err := os.Rename(dir, dst); errors.Is(err, fs.ErrNotExist) {
+	err = os.Rename(dir, dst)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		// After the rename: a measurement that ends later sees another
+		// directory (or none) at the copy's path, and is not kept.
+		s.usage.forget(handle)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	} else if err != nil {
 		return false, fmt.Errorf("move the copy to the trash: %w", err)
@@ -205,6 +209,9 @@ func (s *Server) HasCopy(handle string) (bool, error) {
 	return err == nil, err
 }
 
+// trashBatch is how many trash entries are read at a time.
+const trashBatch = 1024
+
 // EmptyTrash removes what an earlier run left in the trash. It returns the
 // first error; the caller retries.
 func (s *Server) EmptyTrash() error {
@@ -215,7 +222,7 @@ func (s *Server) EmptyTrash() error {
 	defer func() { _ = dir.Close() }()
 	var first error
 	for {
-		names, err := dir.Readdirnames(1024)
+		names, err := dir.Readdirnames(trashBatch)
 		for _, name := range names {
 			if err := s.removeTrashEntry(filepath.Join(s.layout.TrashDir(), name), ""); err != nil && first == nil {
 				first = err
@@ -258,16 +265,16 @@ func (s *Server) emptyTrashEntry(path, handle string) {
 // removeTrashEntry removes one entry of the trash, never crossing into a
 // mount point, and tells the story.
 func (s *Server) removeTrashEntry(path, handle string) error {
-	used, err := removeTree(path)
+	used, err := tree.Remove(path)
 	if err != nil {
 		klog.ErrorS(err, "Cannot empty the trash", "volume_id", handle, "path", path)
 		return err
 	}
-	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.bytes, "files", used.inodes)
-	s.metrics.Freed(used.bytes)
+	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.Bytes, "files", used.Inodes)
+	s.metrics.Freed(used.Bytes)
 	if handle != "" && s.tracker != nil {
 		s.tracker.Event(context.Background(), handle, "Normal", "CopyRemoved",
-			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.bytes))
+			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.Bytes))
 	}
 	return nil
 }

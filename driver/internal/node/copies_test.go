@@ -101,15 +101,28 @@ func TestCopyIsBoundToItsPVAndReplacedForANewOne(t *testing.T) {
 	waitTrashEmpty(t, s)
 }
 
-// Emptying the trash is retried until it is done, and a failure is an event.
-func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
-	tr := &fakeTracker{uid: "u"}
-	s, dir := newTrackedServer(t, tr)
-	target := podTarget(dir, "1", "store")
-	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "p"))
+// makeCopy publishes handle for a pod, writes file (if not "") into its copy,
+// and unpublishes: a copy on this node that no pod holds. It returns the
+// pod's target.
+func makeCopy(t *testing.T, s *Server, dir, handle, file string) string {
+	t.Helper()
+	target := podTarget(dir, "1", handle)
+	_, err := s.NodePublishVolume(context.Background(), publishReq(handle, target, "p"))
 	assert.NilError(t, err)
-	// A mount inside the copy: removal must not descend into it, so it fails
-	// until the mount is gone.
+	if file != "" {
+		assert.NilError(t, os.WriteFile(filepath.Join(target, file), []byte("x"), 0o644))
+	}
+	unpublish(t, s, handle, target)
+	return target
+}
+
+// trashStuckOnAMount makes a copy of "store" (bound to "u") with a mount
+// inside it and removes it: the removal must not descend into the mount,
+// so emptying the trash fails until the mount is gone. It returns the
+// mounted directory, which holds a file "precious".
+func trashStuckOnAMount(t *testing.T, s *Server, dir string) string {
+	t.Helper()
+	makeCopy(t, s, dir, "store", "")
 	other := filepath.Join(dir, "other")
 	assert.NilError(t, os.MkdirAll(other, 0o750))
 	assert.NilError(t, os.WriteFile(filepath.Join(other, "precious"), []byte("x"), 0o644))
@@ -118,17 +131,30 @@ func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
 	inside := filepath.Join(copyDir, "mnt")
 	assert.NilError(t, os.Mkdir(inside, 0o750))
 	assert.NilError(t, mounts.NewKernel().Bind(other, inside, 0))
-	unpublish(t, s, "store", target)
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(s.layout.TrashDir())
+		for _, e := range entries {
+			_ = mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), e.Name(), "data/mnt"))
+		}
+	})
 	removed, err := s.RemoveCopy("store", "u")
 	assert.NilError(t, err)
 	assert.Assert(t, removed)
+	return other
+}
+
+// Emptying the trash is retried until it is done, and a failure is an event.
+func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
+	tr := &fakeTracker{uid: "u"}
+	s, dir := newTrackedServer(t, tr)
+	other := trashStuckOnAMount(t, s, dir)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if slices.Contains(tr.reasons(), "CopyRemovalFailed") {
 			return poll.Success()
 		}
 		return poll.Continue("events so far: %v", tr.reasons())
 	})
-	_, err = os.Stat(filepath.Join(other, "precious"))
+	_, err := os.Stat(filepath.Join(other, "precious"))
 	assert.NilError(t, err, "removal descended into a mount")
 
 	entries, err := os.ReadDir(s.layout.TrashDir())

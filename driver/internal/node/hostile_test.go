@@ -9,6 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"liken.sh/per-node/driver/internal/reclaim"
+	"liken.sh/per-node/driver/internal/tree"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,10 +47,10 @@ func TestTreeWalksATreeDeeperThanPathMax(t *testing.T) {
 
 	u, err := usage(dir)
 	assert.NilError(t, err, "measuring a tree %d directories deep", depth)
-	assert.Equal(t, u.inodes, int64(depth+2), "the copy, %d directories and the file at the bottom", depth)
-	removed, err := removeTree(dir)
+	assert.Equal(t, u.Inodes, int64(depth+2), "the copy, %d directories and the file at the bottom", depth)
+	removed, err := tree.Remove(dir)
 	assert.NilError(t, err, "removing a tree %d directories deep", depth)
-	assert.Equal(t, removed.inodes, int64(depth+2))
+	assert.Equal(t, removed.Inodes, int64(depth+2))
 	_, err = os.Lstat(dir)
 	assert.Assert(t, errors.Is(err, os.ErrNotExist), "the copy is still there: %v", err)
 }
@@ -95,7 +96,7 @@ func TestTreeRemovalNeverFollowsASymlinkSwappedIn(t *testing.T) {
 		}
 		stop := swapper(t, copyDir, "d", func(path string) error { return os.Symlink(outside, path) })
 		for range 5 {
-			_, _ = removeTree(copyDir)
+			_, _ = tree.Remove(copyDir)
 		}
 		stop()
 		left, err := os.ReadDir(outside)
@@ -162,16 +163,12 @@ func TestEveryValidPVNameLengthWorks(t *testing.T) {
 			tr := &fakeTracker{uid: "uid-1"}
 			s, dir := newTrackedServer(t, tr)
 			ctx := context.Background()
-			target := podTarget(dir, "1", handle)
-			_, err := s.NodePublishVolume(ctx, publishReq(handle, target, "p"))
-			assert.NilError(t, err)
-			assert.NilError(t, os.WriteFile(filepath.Join(target, "old-data"), nil, 0o644))
-			unpublish(t, s, handle, target)
+			target := makeCopy(t, s, dir, handle, "old-data")
 
 			// The PV is created again under the same name: the old copy
 			// goes to the trash, the new PV's pod starts empty.
 			tr.uid = "uid-2"
-			_, err = s.NodePublishVolume(ctx, publishReq(handle, target, "p"))
+			_, err := s.NodePublishVolume(ctx, publishReq(handle, target, "p"))
 			assert.NilError(t, err, "publishing %d-character PV %s created again", n, handle)
 			entries, err := os.ReadDir(target)
 			assert.NilError(t, err)
@@ -202,10 +199,7 @@ func TestARemovalIsRefusedWhenTheCopyChangedSinceTheDecision(t *testing.T) {
 	tr := &fakeTracker{uid: "uid-1"}
 	s, dir := newTrackedServer(t, tr)
 	ctx := context.Background()
-	target := podTarget(dir, "1", "store")
-	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
-	assert.NilError(t, err)
-	unpublish(t, s, "store", target)
+	target := makeCopy(t, s, dir, "store", "")
 	decidedOn, err := s.CopyUID("store") // the controller's decision: uid-1 is gone
 	assert.NilError(t, err)
 
@@ -312,11 +306,7 @@ func TestACopyBoundToNoPVIsNotAdopted(t *testing.T) {
 	tr := &fakeTracker{uid: "uid-1"}
 	s, dir := newTrackedServer(t, tr)
 	ctx := context.Background()
-	target := podTarget(dir, "1", "store")
-	_, err := s.NodePublishVolume(ctx, publishReq("store", target, "p"))
-	assert.NilError(t, err)
-	assert.NilError(t, os.WriteFile(filepath.Join(target, "unbound-data"), []byte("x"), 0o644))
-	unpublish(t, s, "store", target)
+	target := makeCopy(t, s, dir, "store", "unbound-data")
 	vdir, err := s.layout.VolumeDir("store")
 	assert.NilError(t, err)
 	assert.NilError(t, os.Remove(filepath.Join(vdir, uidFile)))
@@ -338,28 +328,8 @@ func TestACopyBoundToNoPVIsNotAdopted(t *testing.T) {
 // driver runs, and its retries end when the driver stops: no goroutine
 // outlives Stop.
 func TestTrashRetriesEndWhenTheDriverStops(t *testing.T) {
-	tr := &fakeTracker{uid: "u"}
-	s, dir := newTrackedServer(t, tr)
-	target := podTarget(dir, "1", "store")
-	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "p"))
-	assert.NilError(t, err)
-	other := filepath.Join(dir, "other")
-	assert.NilError(t, os.MkdirAll(other, 0o750))
-	inside := filepath.Join(target, "mnt")
-	assert.NilError(t, os.Mkdir(inside, 0o750))
-	copyDir, err := s.layout.CopyDir("store")
-	assert.NilError(t, err)
-	assert.NilError(t, s.mounter.Bind(other, filepath.Join(copyDir, "mnt"), 0))
-	unpublish(t, s, "store", target)
-	t.Cleanup(func() {
-		entries, _ := os.ReadDir(s.layout.TrashDir())
-		for _, e := range entries {
-			_ = unix.Unmount(filepath.Join(s.layout.TrashDir(), e.Name(), "data/mnt"), unix.MNT_DETACH)
-		}
-	})
-	removed, err := s.RemoveCopy("store", "u")
-	assert.NilError(t, err)
-	assert.Assert(t, removed)
+	s, dir := newTrackedServer(t, &fakeTracker{uid: "u"})
+	trashStuckOnAMount(t, s, dir)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if n := s.trashWorkers.Load(); n != 1 {
 			return poll.Continue("%d trash workers, want 1 retrying", n)

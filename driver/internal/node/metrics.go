@@ -51,7 +51,7 @@ func (c copiesCollector) Collect(ch chan<- prometheus.Metric) {
 			klog.V(2).InfoS("Cannot measure a copy for its metric", "volume_id", h, "err", err)
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(copyBytesDesc, prometheus.GaugeValue, float64(used.bytes), h)
+		ch <- prometheus.MustNewConstMetric(copyBytesDesc, prometheus.GaugeValue, float64(used.Bytes), h)
 	}
 	if trash, err := os.ReadDir(c.s.layout.TrashDir()); err == nil {
 		ch <- prometheus.MustNewConstMetric(trashDesc, prometheus.GaugeValue, float64(len(trash)))

@@ -45,7 +45,7 @@ func TestMetricsFollowTheCopies(t *testing.T) {
 	assert.NilError(t, err)
 	used, err := usage(copyDir) // what NodeGetVolumeStats reports: allocated bytes
 	assert.NilError(t, err)
-	assert.Assert(t, used.bytes >= 5000, "usage %d", used.bytes)
+	assert.Assert(t, used.Bytes >= 5000, "usage %d", used.Bytes)
 
 	assertMetrics(t, m, `
 # HELP per_node_copies Copies of per-node volumes on this node's disk.
@@ -56,7 +56,7 @@ per_node_copies 1
 per_node_copies_held 1
 # HELP per_node_copy_used_bytes Bytes a copy uses on this node, measured at most once per --stats-ttl (shared with kubelet's volume stats).
 # TYPE per_node_copy_used_bytes gauge
-per_node_copy_used_bytes{volume_id="store"} `+fmt.Sprint(used.bytes)+`
+per_node_copy_used_bytes{volume_id="store"} `+fmt.Sprint(used.Bytes)+`
 # HELP per_node_mount_refusals_total Publishes refused on purpose, by reason: held (another pod on this node holds the copy), deleting (the PersistentVolume is being deleted), not_ours.
 # TYPE per_node_mount_refusals_total counter
 per_node_mount_refusals_total{reason="held"} 1
@@ -68,8 +68,8 @@ per_node_mount_refusals_total{reason="held"} 1
 	assert.Assert(t, removed)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		freed := gatheredValue(t, m, "per_node_removed_bytes_total")
-		if freed < float64(used.bytes) {
-			return poll.Continue("per_node_removed_bytes_total is %v, want %d", freed, used.bytes)
+		if freed < float64(used.Bytes) {
+			return poll.Continue("per_node_removed_bytes_total is %v, want %d", freed, used.Bytes)
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Second), poll.WithDelay(20*time.Millisecond))

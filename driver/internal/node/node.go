@@ -44,16 +44,10 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, invalid("volume %q: %v; remove them from the PersistentVolume's mountOptions", handle, err)
 	}
-	p := publication{
-		handle:   handle,
-		target:   target,
-		readonly: req.GetReadonly() || readOnlyMode(capability.GetAccessMode().GetMode()) || flags&unix.MS_RDONLY != 0,
-		pod:      holders.PodName(req.GetVolumeContext(), target),
+	if req.GetReadonly() || readOnlyMode(capability.GetAccessMode().GetMode()) {
+		flags |= unix.MS_RDONLY
 	}
-	p.flags = flags
-	if p.readonly {
-		p.flags |= unix.MS_RDONLY
-	}
+	p := publication{handle: handle, target: target, flags: flags, pod: holders.PodName(req.GetVolumeContext(), target)}
 	s.locks.LockKey(handle)
 	defer func() { _ = s.locks.UnlockKey(handle) }()
 	if err := s.publish(ctx, p); err != nil {

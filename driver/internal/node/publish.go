@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,9 +21,10 @@ import (
 // publication is one validated NodePublishVolume request.
 type publication struct {
 	handle, target, pod string
-	readonly            bool
 	flags               uintptr // mount flags: the PV's mountOptions, MS_RDONLY when read-only
 }
+
+func (p publication) readonly() bool { return p.flags&unix.MS_RDONLY != 0 }
 
 // publish mounts the copy for p.pod unless another pod holds it. The caller
 // holds the handle's lock.
@@ -96,9 +98,9 @@ func sameRequest(p publication) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUncertain, err)
 	}
-	if ro != p.readonly {
+	if ro != p.readonly() {
 		return fmt.Errorf("%w: %s is mounted read-only=%v, this request asks read-only=%v",
-			ErrMismatch, p.target, ro, p.readonly)
+			ErrMismatch, p.target, ro, p.readonly())
 	}
 	return nil
 }

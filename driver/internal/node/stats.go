@@ -42,8 +42,8 @@ func (s *Server) stats(handle, path string) ([]*csi.VolumeUsage, error) {
 	bsize := uint64(fsStat.Bsize)
 	return []*csi.VolumeUsage{
 		{Unit: csi.VolumeUsage_BYTES, Total: int64(fsStat.Blocks * bsize),
-			Available: int64(fsStat.Bavail * bsize), Used: used.bytes},
+			Available: int64(fsStat.Bavail * bsize), Used: used.Bytes},
 		{Unit: csi.VolumeUsage_INODES, Total: int64(fsStat.Files),
-			Available: int64(fsStat.Ffree), Used: used.inodes},
+			Available: int64(fsStat.Ffree), Used: used.Inodes},
 	}, nil
 }

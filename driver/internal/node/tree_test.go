@@ -6,6 +6,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"liken.sh/per-node/driver/internal/tree"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,16 +37,16 @@ func TestTreeNeverCrossesAMountPoint(t *testing.T) {
 
 	u, err := usage(copyDir)
 	assert.NilError(t, err)
-	assert.Equal(t, u.inodes, int64(3), "copy, sub, own: the mount is not counted")
-	assert.Assert(t, u.bytes < 1<<20, "the mounted file was counted: %d bytes", u.bytes)
+	assert.Equal(t, u.Inodes, int64(3), "copy, sub, own: the mount is not counted")
+	assert.Assert(t, u.Bytes < 1<<20, "the mounted file was counted: %d bytes", u.Bytes)
 
-	_, err = removeTree(copyDir)
+	_, err = tree.Remove(copyDir)
 	assert.Assert(t, errors.Is(err, ErrMountInside), "got %v", err)
 	_, err = os.Stat(precious)
 	assert.NilError(t, err, "a file behind a mount inside the copy was removed")
 
 	assert.NilError(t, unix.Unmount(filepath.Join(copyDir, "sub/mnt"), 0))
-	_, err = removeTree(copyDir)
+	_, err = tree.Remove(copyDir)
 	assert.NilError(t, err)
 	_, err = os.Stat(copyDir)
 	assert.Assert(t, errors.Is(err, os.ErrNotExist))
@@ -60,10 +61,10 @@ func TestTreeRemovesManyEntriesInBatches(t *testing.T) {
 	}
 	u, err := usage(dir)
 	assert.NilError(t, err)
-	assert.Equal(t, u.inodes, int64(files+3))
-	removed, err := removeTree(dir)
+	assert.Equal(t, u.Inodes, int64(files+3))
+	removed, err := tree.Remove(dir)
 	assert.NilError(t, err)
-	assert.Equal(t, removed.inodes, int64(files+3))
+	assert.Equal(t, removed.Inodes, int64(files+3))
 }
 
 // BenchmarkTreeMillionFiles measures the driver's peak memory while it
@@ -111,11 +112,11 @@ func BenchmarkTreeChild(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	removed, err := removeTree(dir)
+	removed, err := tree.Remove(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if removed.inodes != u.inodes {
-		b.Fatalf("measured %d inodes, removed %d", u.inodes, removed.inodes)
+	if removed.Inodes != u.Inodes {
+		b.Fatalf("measured %d inodes, removed %d", u.Inodes, removed.Inodes)
 	}
 }

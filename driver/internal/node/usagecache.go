@@ -6,6 +6,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
+	"liken.sh/per-node/driver/internal/tree"
 	"sync"
 	"time"
 
@@ -36,41 +38,43 @@ var ErrMeasuring = errors.New("the copy is still being measured")
 // longer.
 type usageCache struct {
 	ttl     time.Duration
-	measure func(dir string) (usedSpace, error)
+	measure func(dir string) (tree.Used, error)
 	flight  singleflight.Group
 	mu      sync.Mutex
 	m       map[string]measured
-	gen     map[string]uint64 // bumped when a copy goes: older walks are not kept
 }
 
 type measured struct {
 	at   time.Time
-	used usedSpace
+	used tree.Used
 }
 
 func newUsageCache(ttl time.Duration) *usageCache {
-	return &usageCache{ttl: ttl, measure: usage, m: map[string]measured{}, gen: map[string]uint64{}}
+	return &usageCache{ttl: ttl, measure: usage, m: map[string]measured{}}
 }
 
 // get returns the usage of dir, keyed by handle, measuring it at most once
 // per ttl and waiting at most wait for the measurement: then it returns
 // the last value, or ErrMeasuring when there is none.
-func (c *usageCache) get(handle, dir string, wait time.Duration) (usedSpace, error) {
+func (c *usageCache) get(handle, dir string, wait time.Duration) (tree.Used, error) {
 	c.mu.Lock()
 	m, ok := c.m[handle]
-	gen := c.gen[handle]
 	c.mu.Unlock()
 	if ok && time.Since(m.at) < c.ttl {
 		return m.used, nil
 	}
 	measure := c.measure
 	ch := c.flight.DoChan(handle, func() (any, error) {
+		before, _ := dirID(dir)
 		u, err := measure(dir)
 		if err != nil {
-			return usedSpace{}, err
+			return tree.Used{}, err
 		}
 		c.mu.Lock()
-		if c.gen[handle] == gen { // the copy measured is still the one
+		// Kept only if the copy measured is still the one at dir: a copy
+		// trashed meanwhile (and perhaps made again) is forgotten after
+		// its rename, so this check and forget cannot miss each other.
+		if now, err := dirID(dir); err == nil && now == before {
 			c.m[handle] = measured{at: time.Now(), used: u}
 		}
 		c.mu.Unlock()
@@ -80,22 +84,30 @@ func (c *usageCache) get(handle, dir string, wait time.Duration) (usedSpace, err
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		return r.Val.(usedSpace), r.Err
+		return r.Val.(tree.Used), r.Err
 	case <-timer.C:
 	}
 	if ok {
 		klog.V(2).InfoS("A copy's measurement takes long; answering with its last value", "volume_id", handle, "measured", m.at)
 		return m.used, nil
 	}
-	return usedSpace{}, fmt.Errorf("%w (waited %s)", ErrMeasuring, wait)
+	return tree.Used{}, fmt.Errorf("%w (waited %s)", ErrMeasuring, wait)
 }
 
-// forget drops what is known of handle (its copy went); a measurement of
-// it still running is not kept.
+// forget drops what is known of handle, once its copy has left its path;
+// a measurement of it still running is not kept (see get).
 func (c *usageCache) forget(handle string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, handle)
-	c.gen[handle]++
 	c.flight.Forget(handle)
+}
+
+// dirID identifies the directory at path (device and inode), "" if none.
+func dirID(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
 }

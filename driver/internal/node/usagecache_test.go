@@ -6,6 +6,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"liken.sh/per-node/driver/internal/tree"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,10 +22,10 @@ import (
 type stuckMeasure struct {
 	calls   atomic.Int32
 	release chan struct{}
-	result  usedSpace
+	result  tree.Used
 }
 
-func (m *stuckMeasure) measure(string) (usedSpace, error) {
+func (m *stuckMeasure) measure(string) (tree.Used, error) {
 	m.calls.Add(1)
 	<-m.release
 	return m.result, nil
@@ -32,7 +35,8 @@ func (m *stuckMeasure) measure(string) (usedSpace, error) {
 // scrape: the caller gets the last value (or ErrMeasuring) within the
 // bound, and later calls join the one measurement instead of starting more.
 func TestAStuckMeasurementAnswersWithinTheBound(t *testing.T) {
-	m := &stuckMeasure{release: make(chan struct{}), result: usedSpace{bytes: 2, inodes: 2}}
+	m := &stuckMeasure{release: make(chan struct{}), result: tree.Used{Bytes: 2, Inodes: 2}}
+	copyDir := t.TempDir()
 	c := newUsageCache(time.Nanosecond)
 	c.measure = m.measure
 	t.Cleanup(func() { close(m.release) })
@@ -40,7 +44,7 @@ func TestAStuckMeasurementAnswersWithinTheBound(t *testing.T) {
 	answered := make(chan error, 5)
 	go func() {
 		for range 5 {
-			_, err := c.get("pv", "/copy", 20*time.Millisecond)
+			_, err := c.get("pv", copyDir, 20*time.Millisecond)
 			answered <- err
 		}
 	}()
@@ -62,14 +66,15 @@ func TestAStuckMeasurementAnswersWithinTheBound(t *testing.T) {
 
 // Once a copy was measured, a stuck measurement answers with that value.
 func TestAStuckMeasurementAnswersWithTheLastValue(t *testing.T) {
+	copyDir := t.TempDir()
 	c := newUsageCache(time.Nanosecond)
-	c.measure = func(string) (usedSpace, error) { return usedSpace{bytes: 1, inodes: 1}, nil }
-	u, err := c.get("pv", "/copy", time.Second)
+	c.measure = func(string) (tree.Used, error) { return tree.Used{Bytes: 1, Inodes: 1}, nil }
+	u, err := c.get("pv", copyDir, time.Second)
 	assert.NilError(t, err)
 	m := &stuckMeasure{release: make(chan struct{})}
 	c.measure = m.measure
 	t.Cleanup(func() { close(m.release) })
-	u2, err := c.get("pv", "/copy", 20*time.Millisecond)
+	u2, err := c.get("pv", copyDir, 20*time.Millisecond)
 	assert.NilError(t, err)
 	assert.Equal(t, u2, u)
 }
@@ -77,12 +82,15 @@ func TestAStuckMeasurementAnswersWithTheLastValue(t *testing.T) {
 // A measurement still running when its copy is trashed does not write its
 // result back: the next copy of that name is measured anew.
 func TestAMeasurementOfATrashedCopyIsNotKept(t *testing.T) {
-	m := &stuckMeasure{release: make(chan struct{}), result: usedSpace{bytes: 99, inodes: 9}}
+	m := &stuckMeasure{release: make(chan struct{}), result: tree.Used{Bytes: 99, Inodes: 9}}
+	base := t.TempDir()
+	copyDir := filepath.Join(base, "copy")
+	assert.NilError(t, os.Mkdir(copyDir, 0o750))
 	c := newUsageCache(time.Hour)
 	c.measure = m.measure
 	first := make(chan struct{})
 	go func() {
-		_, _ = c.get("pv", "/copy", time.Hour) // returns once the walk is done and kept (or not)
+		_, _ = c.get("pv", copyDir, time.Hour) // returns once the walk is done and kept (or not)
 		close(first)
 	}()
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -91,11 +99,15 @@ func TestAMeasurementOfATrashedCopyIsNotKept(t *testing.T) {
 		}
 		return poll.Continue("the first measurement has not started")
 	}, poll.WithTimeout(10*time.Second))
-	c.forget("pv") // the copy went to the trash while it was measured
+	// The copy goes to the trash while it is measured (as Server.trash
+	// does: rename, then forget), and the PV's next pod makes a new one.
+	assert.NilError(t, os.Rename(copyDir, filepath.Join(base, "trashed")))
+	c.forget("pv")
+	assert.NilError(t, os.Mkdir(copyDir, 0o750))
 	close(m.release)
 	<-first
-	c.measure = func(string) (usedSpace, error) { return usedSpace{bytes: 1, inodes: 1}, nil }
-	u, err := c.get("pv", "/copy", time.Second)
+	c.measure = func(string) (tree.Used, error) { return tree.Used{Bytes: 1, Inodes: 1}, nil }
+	u, err := c.get("pv", copyDir, time.Second)
 	assert.NilError(t, err)
-	assert.Equal(t, u, usedSpace{bytes: 1, inodes: 1}, "the trashed copy's measurement was kept for the new copy")
+	assert.Equal(t, u, tree.Used{Bytes: 1, Inodes: 1}, "the trashed copy's measurement was kept for the new copy")
 }

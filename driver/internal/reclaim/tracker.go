@@ -299,38 +299,35 @@ func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev
 }
 
 // apiSaysGone says whether err is the API server's own answer that the
-// object resource/name does not exist: a Status it sent (not one client-go
-// made of a response that was not a Status, such as a proxy's plain-text
-// or HTML 404) whose details name that object. Copies are removed and
-// records dropped on this answer only.
+// object resource/name does not exist: a NotFound Status it sent whose
+// details name that object. Copies are removed and records dropped on this
+// answer only.
 func apiSaysGone(err error, resource, name string) bool {
-	if !apierrors.IsNotFound(err) || !goneStatus(err) {
-		return false
-	}
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
-	}
-	d := st.Status().Details
-	return d != nil && d.Name == name && d.Kind == resource
+	st, ok := serverStatus(err)
+	return ok && st.Reason == metav1.StatusReasonNotFound && st.Details != nil &&
+		st.Details.Name == name && st.Details.Kind == resource
 }
 
-// goneStatus: err carries a Status the server sent, not one made of an
-// unexpected response.
-func goneStatus(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
+// serverStatus is the Status the server sent with err: not one client-go
+// made of a response that was not a Status (a proxy's plain-text or HTML
+// page), which it marks as an unexpected server response.
+func serverStatus(err error) (metav1.Status, bool) {
+	var api apierrors.APIStatus
+	if !errors.As(err, &api) {
+		return metav1.Status{}, false
 	}
-	if d := st.Status().Details; d != nil {
-		for _, c := range d.Causes {
+	st := api.Status()
+	if st.Details != nil {
+		for _, c := range st.Details.Causes {
 			if c.Type == metav1.CauseTypeUnexpectedServerResponse {
-				return false
+				return metav1.Status{}, false
 			}
 		}
 	}
-	return true
+	return st, true
 }
+
+func isServerStatus(err error) bool { _, ok := serverStatus(err); return ok }
 
 // getPV reads a PV fresh from the API server.
 func getPV(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
@@ -356,7 +353,7 @@ func apiError(err error, format string, args ...any) error {
 		return nil
 	case apierrors.IsConflict(err):
 		return err
-	case apierrors.IsNotFound(err) && goneStatus(err):
+	case apierrors.IsNotFound(err) && isServerStatus(err):
 		return fmt.Errorf("%w: %s: %v", ErrNoVolume, fmt.Sprintf(format, args...), err)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return fmt.Errorf("%w: %s: %v", ErrForbidden, fmt.Sprintf(format, args...), err)

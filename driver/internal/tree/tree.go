@@ -93,8 +93,7 @@ type walker struct {
 	stack []*frame
 	open  int
 	used  Used
-	buf   []byte      // getdents' buffer
-	topSt unix.Stat_t // the top directory as it was opened
+	buf   []byte // getdents' buffer
 }
 
 func start(path string) (*walker, error) {
@@ -107,7 +106,7 @@ func start(path string) (*walker, error) {
 		_ = unix.Close(fd)
 		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	return &walker{top: path, dev: f.st.Dev, mnt: mountOf(fd), stack: []*frame{f}, open: 1, buf: make([]byte, 32<<10), topSt: f.st}, nil
+	return &walker{top: path, dev: f.st.Dev, mnt: mountOf(fd), stack: []*frame{f}, open: 1, buf: make([]byte, 32<<10)}, nil
 }
 
 func (w *walker) close() {
@@ -175,19 +174,6 @@ func (w *walker) rewind(f *frame) error {
 	return nil
 }
 
-// entry is what fstatat shows of name in the top frame now.
-func (w *walker) entry(name string) (unix.Stat_t, bool, error) {
-	var st unix.Stat_t
-	f := w.stack[len(w.stack)-1]
-	if err := unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return st, false, nil
-		}
-		return st, false, w.errorf("fstatat", name, err)
-	}
-	return st, true, nil
-}
-
 // foreign says whether st (or the directory open at fd, when fd >= 0) is on
 // another mount than the top.
 func (w *walker) foreign(st *unix.Stat_t, fd int) bool {
@@ -217,11 +203,7 @@ func (w *walker) descend(name string, seen *unix.Stat_t) (bool, error) {
 		_ = unix.Close(fd)
 		return false, w.errorf("fstat", name, err)
 	}
-	if f.st.Ino != seen.Ino || f.st.Dev != seen.Dev {
-		// Swapped for another directory between fstatat and openat: walk
-		// what is there now, if it is on the same mount.
-		*seen = f.st
-	}
+	*seen = f.st // what is there now (it may have been swapped since fstatat)
 	if w.foreign(&f.st, fd) {
 		_ = unix.Close(fd)
 		return false, fmt.Errorf("%w: %s", ErrMountInside, w.where(name))
@@ -292,8 +274,11 @@ func (w *walker) readOn(p *frame) error {
 	return nil
 }
 
-func (w *walker) measure() error {
-	w.used.add(&w.stack[0].st)
+// walk reads the top frame's next name and hands it to entry with what
+// fstatat shows of it now (names gone since they were read are skipped),
+// and calls end when the top frame's directory is read to its end, until
+// the stack is empty.
+func (w *walker) walk(entry func(f *frame, name string, st *unix.Stat_t) error, end func() error) error {
 	for len(w.stack) > 0 {
 		f := w.stack[len(w.stack)-1]
 		name, err := w.next(f)
@@ -301,91 +286,74 @@ func (w *walker) measure() error {
 			return err
 		}
 		if name == "" {
-			if err := w.pop(); err != nil {
+			if err := end(); err != nil {
 				return err
 			}
 			continue
 		}
-		st, ok, err := w.entry(name)
-		if err != nil || !ok {
-			return err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			if st.Dev == w.dev {
-				w.used.add(&st)
-			}
+		var st unix.Stat_t
+		if err := unix.Fstatat(f.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 			continue
+		} else if err != nil {
+			return w.errorf("fstatat", name, err)
 		}
-		entered, err := w.descend(name, &st)
-		if errors.Is(err, ErrMountInside) {
-			continue // somebody else's: not counted
-		}
-		if err != nil {
+		if err := entry(f, name, &st); err != nil {
 			return err
-		}
-		if entered {
-			w.used.add(&st)
-		} else if st.Dev == w.dev {
-			w.used.add(&st) // swapped for a file: count what fstatat saw
 		}
 	}
 	return nil
 }
 
-func (w *walker) remove() error {
-	for len(w.stack) > 0 {
-		f := w.stack[len(w.stack)-1]
-		name, err := w.next(f)
-		if err != nil {
-			return err
-		}
-		if name == "" {
-			if err := w.leave(); err != nil {
+// measure counts every entry on the top's mount; a directory is counted
+// as what was there when it was opened.
+func (w *walker) measure() error {
+	w.used.add(&w.stack[0].st)
+	return w.walk(func(_ *frame, name string, st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if _, err := w.descend(name, st); errors.Is(err, ErrMountInside) {
+				return nil // somebody else's: not counted
+			} else if err != nil {
 				return err
 			}
-			continue
 		}
-		st, ok, err := w.entry(name)
-		if err != nil {
-			return err
+		if st.Dev == w.dev {
+			w.used.add(st)
 		}
-		if !ok {
-			continue
-		}
+		return nil
+	}, w.pop)
+}
+
+// remove removes every entry, depth first; it stops at a mount inside.
+func (w *walker) remove() error {
+	return w.walk(func(f *frame, name string, st *unix.Stat_t) error {
 		if st.Dev != w.dev {
 			return fmt.Errorf("%w: %s", ErrMountInside, w.where(name))
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			entered, err := w.descend(name, &st)
-			if err != nil || entered {
-				if err == nil {
-					w.used.add(&st)
-				}
-				if err != nil {
-					return err
-				}
-				continue
+			entered, err := w.descend(name, st)
+			if err != nil {
+				return err
+			}
+			if entered {
+				w.used.add(st)
+				return nil
 			}
 			// No longer a directory: remove what is there now.
 		}
-		if err := unix.Unlinkat(f.fd, name, 0); err != nil {
-			switch {
-			case errors.Is(err, unix.ENOENT):
-				continue
-			case errors.Is(err, unix.EISDIR):
-				// Swapped for a directory: read this one again.
-				if err := w.rewind(f); err != nil {
-					return err
-				}
-				continue
-			case errors.Is(err, unix.EBUSY):
-				return fmt.Errorf("%w: %s", ErrMountInside, w.where(name))
-			}
-			return w.errorf("unlinkat", name, err)
+		err := unix.Unlinkat(f.fd, name, 0)
+		switch {
+		case err == nil:
+			w.used.add(st)
+			return nil
+		case errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.EISDIR):
+			return w.rewind(f) // swapped for a directory: read this one again
+		case errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("%w: %s", ErrMountInside, w.where(name))
 		}
-		w.used.add(&st)
-	}
-	return nil
+		return w.errorf("unlinkat", name, err)
+	}, w.leave)
 }
 
 // leave is the end of a directory during removal: read it again until it
@@ -397,12 +365,12 @@ func (w *walker) leave() error {
 		// anything is left (what was removed is no longer listed).
 		return w.rewind(f)
 	}
-	name := f.name
+	name, st := f.name, f.st
 	if err := w.pop(); err != nil {
 		return err
 	}
 	if len(w.stack) == 0 {
-		return w.removeTop()
+		return w.removeTop(&st)
 	}
 	p := w.stack[len(w.stack)-1]
 	if err := unix.Unlinkat(p.fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -414,11 +382,12 @@ func (w *walker) leave() error {
 	return nil
 }
 
-// removeTop removes the top directory itself, through its parent.
-func (w *walker) removeTop() error {
+// removeTop removes the top directory itself (st), by its path: the top
+// is the caller's, not the pod's.
+func (w *walker) removeTop(st *unix.Stat_t) error {
 	if err := unix.Rmdir(w.top); err != nil && !errors.Is(err, unix.ENOENT) {
 		return &fs.PathError{Op: "rmdir", Path: w.top, Err: err}
 	}
-	w.used.add(&w.topSt)
+	w.used.add(st)
 	return nil
 }
