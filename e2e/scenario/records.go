@@ -228,7 +228,8 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 	}
 	err = r.asDriverPatch(ctx, node, pvName, patch)
 	if err == nil {
-		return fmt.Errorf("the driver's account on %s was allowed to %s on PersistentVolume %s (patch %s); expected a refusal", node, what, pvName, patch)
+		return fmt.Errorf("%w: the driver's account on %s was allowed to %s on PersistentVolume %s (patch %s); expected a refusal",
+			harness.ErrNotSeen, node, what, pvName, patch)
 	}
 	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 		return fmt.Errorf("the driver's account on %s, %s: expected Forbidden or Invalid from the admission policy, got: %w", node, what, err)

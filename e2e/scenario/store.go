@@ -393,8 +393,8 @@ func stepWriteOnAnotherDisk(ctx context.Context, r *Run, a args) error {
 			}
 		}
 		if len(on) == 0 {
-			return fmt.Errorf("write %s was acknowledged by %s, and right then no other node's disk held it (checked %v): expected at least one",
-				recs[0].Key, a["pod"], others)
+			return fmt.Errorf("%w: write %s was acknowledged by %s, and right then no other node's disk held it (checked %v): expected at least one",
+				harness.ErrNotSeen, recs[0].Key, a["pod"], others)
 		}
 		all = append(all, recs...)
 	}
