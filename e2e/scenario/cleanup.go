@@ -72,6 +72,7 @@ func (r *Run) cleanup() {
 		r.t.Errorf("cleanup: %v", err)
 	}
 	r.restoreDisks(ctx)
+	r.removeCanaries(ctx)
 	for _, pv := range r.lists["_pvs"] {
 		r.deletePVAndCheckCopies(ctx, pv)
 	}
@@ -103,7 +104,7 @@ func (r *Run) deletePVAndCheckCopies(ctx context.Context, pv string) {
 			continue
 		}
 		r.t.Errorf("cleanup: PersistentVolume %s was deleted, but %v; removed by hand", pv, err)
-		script := fmt.Sprintf("rm -rf %s/volumes/%s %s/trash/%s.*", copiesRoot, pv, copiesRoot, pv)
+		script := fmt.Sprintf("rm -rf %s/volumes/%s %s/trash/%s.*", copiesRoot, pv, copiesRoot, trashPrefix(pv))
 		if _, err := r.onNode(ctx, n.Name, "sh", "-c", script); err != nil {
 			r.t.Logf("cleanup: removing the copy of %s on %s: %v", pv, n.Name, err)
 		}

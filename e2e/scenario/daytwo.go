@@ -714,6 +714,9 @@ type volumeStats struct {
 	Capacity  int64  `json:"capacityBytes"`
 	Available int64  `json:"availableBytes"`
 	Used      int64  `json:"usedBytes"`
+	// InodesUsed and Time: what kubelet counted, and when it measured.
+	InodesUsed int64     `json:"inodesUsed"`
+	Time       time.Time `json:"time"`
 }
 
 // podVolume finds a pod's volume in kubelet's stats summary.

@@ -321,3 +321,47 @@ func (r *Run) applyRefused(ctx context.Context, objs []*unstructured.Unstructure
 	}
 	return nil
 }
+
+// asDriverEvent creates, as the driver on node, an event about a PV in a
+// namespace, and removes it again (as the test's own account) if created.
+func (r *Run) asDriverEvent(ctx context.Context, node, ns, pvName string) error {
+	c, err := r.driverClient(node)
+	if err != nil {
+		return err
+	}
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pvName + ".", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: pvName},
+		Reason:         "AccountCheck", Message: "the e2e suite checks the driver's account on " + node,
+		Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "per-node.liken.sh", Host: node},
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+	}
+	made, err := c.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+	if err == nil {
+		cs, cerr := r.clientset()
+		if cerr == nil {
+			_ = cs.CoreV1().Events(ns).Delete(ctx, made.Name, metav1.DeleteOptions{})
+		}
+	}
+	return err
+}
+
+func stepDriverEventAllowed(ctx context.Context, r *Run, a args) error {
+	if err := r.asDriverEvent(ctx, a["node"], a["namespace"], r.vars["pv"]); err != nil {
+		return fmt.Errorf("the driver's account on %s may write events in namespace %s: %w", a["node"], a["namespace"], err)
+	}
+	return nil
+}
+
+func stepDriverEventRefused(ctx context.Context, r *Run, a args) error {
+	err := r.asDriverEvent(ctx, a["node"], a["namespace"], r.vars["pv"])
+	if err == nil {
+		return fmt.Errorf("%w: the driver's account on %s was allowed to write an event in namespace %s; expected Forbidden",
+			harness.ErrNotSeen, a["node"], a["namespace"])
+	}
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("the driver's account on %s, writing an event in namespace %s: expected Forbidden, got: %w", a["node"], a["namespace"], err)
+	}
+	r.t.Logf("refused as expected: %v", err)
+	return nil
+}

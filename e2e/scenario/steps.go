@@ -145,6 +145,13 @@ var vocabulary = compile([]*stepDef{
 	{Name: "the driver on {node} counted more {series}", Timeout: 2 * time.Minute, run: stepMetricGrew},
 	{Name: "the driver on {node} reports {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(true)},
 	{Name: "the driver on {node} reports no {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(false)},
+	{Name: "as the driver on {node}, writing an event in namespace {namespace} is allowed", Timeout: 30 * time.Second, run: stepDriverEventAllowed},
+	{Name: "as the driver on {node}, writing an event in namespace {namespace} is refused", Timeout: 30 * time.Second, run: stepDriverEventRefused},
+	{Name: "plant canaries in {dir} on {node}", Timeout: 30 * time.Second, run: stepPlantCanaries},
+	{Name: "the canaries in {dir} on {node} are intact", Timeout: 30 * time.Second, run: stepCanariesIntact},
+	{Name: "kubelet measured the volume of pod {pod} {n} more times", Timeout: 4 * time.Minute, run: stepMeasuredAgain},
+	{Name: "no process on {node} holds a file of persistentvolume {name} open", Timeout: 30 * time.Second, run: stepNoOpenFiles},
+	{Name: "name the persistentvolume with {n} characters", Timeout: 30 * time.Second, run: stepNamePV},
 })
 
 func (r *Run) ns() string { return r.vars["ns"] }

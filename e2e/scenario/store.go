@@ -708,9 +708,7 @@ func (r *Run) untilNoCopy(ctx context.Context, node, pv string, timeout time.Dur
 // copyLeft lists what a node still holds of a PV's copy: its directory,
 // and entries of it in the trash. Empty when nothing is left.
 func (r *Run) copyLeft(ctx context.Context, node, pv string) (string, error) {
-	// A trash entry is named by the PV's name, cut to its first 235
-	// characters (driver/internal/layout's TrashName), a dot and a time.
-	script := fmt.Sprintf("cd %s && ls -d volumes/%s trash/%s.* 2>/dev/null || true", copiesRoot, pv, pv[:min(len(pv), 235)])
+	script := fmt.Sprintf("cd %s && ls -d volumes/%s trash/%s.* 2>/dev/null || true", copiesRoot, pv, trashPrefix(pv))
 	out, err := r.onNode(ctx, node, "sh", "-c", script)
 	if err != nil {
 		return "", err

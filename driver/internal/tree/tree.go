@@ -57,7 +57,8 @@ func Usage(dir string) (Used, error) {
 		return Used{}, err
 	}
 	defer w.close()
-	return w.used, w.measure()
+	err = w.measure() // before w.used is read: Go leaves the order of a return's operands open
+	return w.used, err
 }
 
 // Remove removes path and everything under it. It refuses to descend into
