@@ -59,10 +59,11 @@ warm: ## Download and compile what make e2e, make test and make lint need, runni
 	@# binary and the binaries the test images hold.
 	go test -tags e2e -c -o /dev/null ./e2e
 	$(MAKE) --no-print-directory build build-fixtures
+	@# Then Helm, which installs the driver once the clusters are up.
 	go mod download -modfile=tools.mod
+	$(HELM) version >/dev/null
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
-	$(HELM) version >/dev/null
 	@# Only fills golangci-lint's cache: make lint is the check.
 	$(GOLANGCI_LINT) run ./... >/dev/null 2>&1 || true
 

@@ -114,6 +114,9 @@ func TestSpecialEntriesAreRemovedNotFollowed(t *testing.T) {
 	outside := filepath.Join(base, "outside")
 	assert.NilError(t, os.Mkdir(outside, 0o750))
 	assert.NilError(t, os.WriteFile(filepath.Join(outside, "canary"), []byte("keep"), 0o644))
+	for i := range 3 { // what a walk that followed the symlink would count
+		assert.NilError(t, os.WriteFile(filepath.Join(outside, "big"+strconv.Itoa(i)), make([]byte, 1<<20), 0o644))
+	}
 	copyDir := filepath.Join(base, "copy")
 	assert.NilError(t, os.MkdirAll(filepath.Join(copyDir, "d"), 0o750))
 	assert.NilError(t, os.Symlink(outside, filepath.Join(copyDir, "to-outside")))
@@ -124,6 +127,7 @@ func TestSpecialEntriesAreRemovedNotFollowed(t *testing.T) {
 	u, err := Usage(copyDir)
 	assert.NilError(t, err)
 	assert.Equal(t, u.Inodes, int64(6))
+	assert.Assert(t, u.Bytes < 1<<20, "%d bytes counted: a symlink was followed", u.Bytes)
 	r, err := Remove(copyDir)
 	assert.NilError(t, err)
 	assert.Equal(t, r.Inodes, int64(6))

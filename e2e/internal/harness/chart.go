@@ -42,15 +42,20 @@ const (
 )
 
 // HelmUpgrade installs the chart, or upgrades the release, with the driver
-// image image (repository:tag), as a user would: `helm upgrade --install`.
-func HelmUpgrade(ctx context.Context, repo, kubeconfig, image string) error {
+// image image (repository:tag), as a user would: `helm upgrade --install`,
+// with more values (sets: key=value) if given.
+func HelmUpgrade(ctx context.Context, repo, kubeconfig, image string, sets ...string) error {
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {
 		return fmt.Errorf("image %q has no tag", image)
 	}
-	_, err := Helm(ctx, repo, "upgrade", "--install", DriverRelease, Chart(repo),
+	args := []string{"upgrade", "--install", DriverRelease, Chart(repo),
 		"--kubeconfig", kubeconfig, "--namespace", DriverNamespace,
-		"--set", "image.repository="+image[:i], "--set", "image.tag="+image[i+1:])
+		"--set", "image.repository=" + image[:i], "--set", "image.tag=" + image[i+1:]}
+	for _, v := range sets {
+		args = append(args, "--set", v)
+	}
+	_, err := Helm(ctx, repo, args...)
 	return err
 }
 

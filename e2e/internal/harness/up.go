@@ -181,12 +181,16 @@ func (e *Env) build(ctx context.Context, c Config) error {
 	return nil
 }
 
+// load puts the test images on every node of the cluster (kind skips the
+// nodes that hold an image's ID already).
 func (e Env) load(ctx context.Context, c Config) error {
+	start := time.Now()
 	for _, img := range []string{e.DriverImage, e.ProbeImage, e.StoreImage} {
 		if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, img); err != nil {
 			return err
 		}
 	}
+	fmt.Printf("e2e: %s: images loaded in %s\n", e.Cluster, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
@@ -206,13 +210,22 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 	if err := r.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	if err := HelmUpgrade(ctx, c.Repo, e.Kubeconfig, e.DriverImage); err != nil {
+	// A kept cluster's drivers are all replaced at once: the run owns it.
+	start := time.Now()
+	if err := HelmUpgrade(ctx, c.Repo, e.Kubeconfig, e.DriverImage, "maxUnavailable=100%"); err != nil {
 		return err
 	}
+	installed := time.Now()
 	if err := WaitRolledOut(ctx, r, "per-node-system", "per-node-node", 3*time.Minute); err != nil {
 		return err
 	}
-	return WaitRegistered(ctx, r, 2*time.Minute)
+	rolled := time.Now()
+	if err := WaitRegistered(ctx, r, 2*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("e2e: %s: helm %s, driver rolled out %s, registered %s\n", e.Cluster, installed.Sub(start).Round(100*time.Millisecond),
+		rolled.Sub(installed).Round(100*time.Millisecond), time.Since(rolled).Round(100*time.Millisecond))
+	return nil
 }
 
 // ErrWrongVersion: a node of the cluster runs another Kubernetes version than
