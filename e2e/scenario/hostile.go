@@ -19,13 +19,15 @@ import (
 // kubelet's measurements of a volume, files the node keeps open, and PV
 // names at the length limit.
 
-// canaryScript plants a small tree of files under DIR/canary on a node.
+// canaryScript plants a tree of files under DIR/canary on a node: small
+// ones, and 32 MiB that a measurement which strayed there would count.
 const canaryScript = `set -e
 mkdir -p %[1]s/canary/sub
 for i in $(seq 1 20); do
   echo "canary $i of %[1]s" > %[1]s/canary/f-$i
   echo "canary sub $i of %[1]s" > %[1]s/canary/sub/g-$i
-done`
+done
+dd if=/dev/zero of=%[1]s/canary/sub/ballast bs=1M count=32 2>/dev/null`
 
 // canarySnapshot prints what the canary tree holds: every path, its type
 // and size, and a checksum of all its contents.
@@ -107,6 +109,33 @@ func stepMeasuredAgain(ctx context.Context, r *Run, a args) error {
 		}
 		seen := fmt.Sprintf("measured at %s; last: used %d bytes, %d inodes", stamps(times), v.Used, v.InodesUsed)
 		return len(times) > n, seen, nil
+	})
+}
+
+// stepCountsBetween reads kubelet's figure of a pod's volume (the used
+// bytes the driver measured) and requires it between min and max MiB.
+func stepCountsBetween(ctx context.Context, r *Run, a args) error {
+	cs, err := r.clientset()
+	if err != nil {
+		return err
+	}
+	var p corev1.Pod
+	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+		return err
+	}
+	low, high := mib(a["min"]), mib(a["max"])
+	what := fmt.Sprintf("kubelet to count between %s and %s MiB used in the volume of pod %s", a["min"], a["max"], p.Name)
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
+		if err != nil {
+			return false, "", harness.Unobserved(err)
+		}
+		v, ok := podVolume(raw, p.Name, "data")
+		if !ok {
+			return false, "no stats for the pod's volume yet", nil
+		}
+		seen := fmt.Sprintf("used %.1f MiB, %d inodes, measured at %s", float64(v.Used)/(1<<20), v.InodesUsed, v.Time.UTC().Format("15:04:05"))
+		return v.Used >= low && v.Used <= high, seen, nil
 	})
 }
 

@@ -150,6 +150,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "plant canaries in {dir} on {node}", Timeout: 30 * time.Second, run: stepPlantCanaries},
 	{Name: "the canaries in {dir} on {node} are intact", Timeout: 30 * time.Second, run: stepCanariesIntact},
 	{Name: "kubelet measured the volume of pod {pod} {n} more times", Timeout: 4 * time.Minute, run: stepMeasuredAgain},
+	{Name: "kubelet counts between {min} and {max} MiB used in the volume of pod {pod}", Timeout: 30 * time.Second, run: stepCountsBetween},
 	{Name: "no process on {node} holds a file of persistentvolume {name} open", Timeout: 30 * time.Second, run: stepNoOpenFiles},
 	{Name: "name the persistentvolume with {n} characters", Timeout: 30 * time.Second, run: stepNamePV},
 })

@@ -181,14 +181,13 @@ func (e *Env) build(ctx context.Context, c Config) error {
 	return nil
 }
 
-// load puts the test images on every node of the cluster (kind skips the
-// nodes that hold an image's ID already).
+// load puts the test images on every node of the cluster in one call: kind
+// saves what some node lacks into one archive and imports it on the nodes
+// at once (a node that holds an image's ID already is skipped).
 func (e Env) load(ctx context.Context, c Config) error {
 	start := time.Now()
-	for _, img := range []string{e.DriverImage, e.ProbeImage, e.StoreImage} {
-		if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, img); err != nil {
-			return err
-		}
+	if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, e.DriverImage, e.ProbeImage, e.StoreImage); err != nil {
+		return err
 	}
 	fmt.Printf("e2e: %s: images loaded in %s\n", e.Cluster, time.Since(start).Round(100*time.Millisecond))
 	return nil
