@@ -40,7 +40,9 @@ build: ## Build the driver to bin/per-node.
 
 .PHONY: build-fixtures
 build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/probe and bin/store (their images hold these).
-	CGO_ENABLED=0 go build -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
+	@# No VCS stamp: the same source gives the same binaries, so the same
+	@# images, which a kept cluster does not load again.
+	CGO_ENABLED=0 go build -buildvcs=false -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
 .PHONY: test
 test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
