@@ -680,16 +680,25 @@ func stepWriteUntilRefused(ctx context.Context, r *Run, a args) error {
 // gets from the driver's NodeGetVolumeStats) until it shows the capacity
 // and at most the available space given.
 func stepVolumeStats(ctx context.Context, r *Run, a args) error {
+	capacity, avail := mib(a["capacity"]), mib(a["available"])
+	what := fmt.Sprintf("kubelet's stats of pod %s's volume to show %s MiB capacity and at most %s MiB available", a["pod"], a["capacity"], a["available"])
+	return r.untilVolumeStats(ctx, a["pod"], what, func(v volumeStats) (bool, string) {
+		return v.Capacity == capacity && v.Available <= avail,
+			fmt.Sprintf("capacity %d, available %d, used %d bytes", v.Capacity, v.Available, v.Used)
+	})
+}
+
+// untilVolumeStats reads kubelet's stats of pod's volume "data" (its
+// summary, through the API server's node proxy) until check holds.
+func (r *Run) untilVolumeStats(ctx context.Context, pod, what string, check func(volumeStats) (bool, string)) error {
 	cs, err := r.clientset()
 	if err != nil {
 		return err
 	}
 	var p corev1.Pod
-	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
+	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
 		return err
 	}
-	capacity, avail := mib(a["capacity"]), mib(a["available"])
-	what := fmt.Sprintf("kubelet's stats of pod %s's volume to show %s MiB capacity and at most %s MiB available", a["pod"], a["capacity"], a["available"])
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
 		if err != nil {
@@ -699,8 +708,8 @@ func stepVolumeStats(ctx context.Context, r *Run, a args) error {
 		if !ok {
 			return false, "no stats for the pod's volume yet", nil
 		}
-		seen := fmt.Sprintf("capacity %d, available %d, used %d bytes", v.Capacity, v.Available, v.Used)
-		return v.Capacity == capacity && v.Available <= avail, seen, nil
+		done, seen := check(v)
+		return done, seen, nil
 	})
 }
 

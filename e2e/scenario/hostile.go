@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"liken.sh/per-node/e2e/internal/harness"
 )
 
@@ -79,63 +77,31 @@ func (r *Run) removeCanaries(ctx context.Context) {
 
 // stepMeasuredAgain waits until kubelet has measured a pod's volume n more
 // times: the time of its stats in kubelet's summary (which kubelet gets
-// from the driver's NodeGetVolumeStats, once a minute) moves n times.
+// from the driver's NodeGetVolumeStats every one to two minutes) moves n
+// times.
 func stepMeasuredAgain(ctx context.Context, r *Run, a args) error {
-	cs, err := r.clientset()
-	if err != nil {
-		return err
-	}
-	var p corev1.Pod
-	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
-		return err
-	}
 	n, err := strconv.Atoi(a["n"])
 	if err != nil {
 		return fmt.Errorf("%q is not a number of measurements", a["n"])
 	}
 	var times []time.Time
-	what := fmt.Sprintf("kubelet to measure the volume of pod %s %d more times", p.Name, n)
-	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
-		if err != nil {
-			return false, "", harness.Unobserved(err)
-		}
-		v, ok := podVolume(raw, p.Name, "data")
-		if !ok {
-			return false, "no stats for the pod's volume yet", nil
-		}
+	what := fmt.Sprintf("kubelet to measure the volume of pod %s %d more times", a["pod"], n)
+	return r.untilVolumeStats(ctx, a["pod"], what, func(v volumeStats) (bool, string) {
 		if len(times) == 0 || v.Time.After(times[len(times)-1]) {
 			times = append(times, v.Time)
 		}
-		seen := fmt.Sprintf("measured at %s; last: used %d bytes, %d inodes", stamps(times), v.Used, v.InodesUsed)
-		return len(times) > n, seen, nil
+		return len(times) > n, fmt.Sprintf("measured at %s; last: used %d bytes, %d inodes", stamps(times), v.Used, v.InodesUsed)
 	})
 }
 
 // stepCountsBetween reads kubelet's figure of a pod's volume (the used
 // bytes the driver measured) and requires it between min and max MiB.
 func stepCountsBetween(ctx context.Context, r *Run, a args) error {
-	cs, err := r.clientset()
-	if err != nil {
-		return err
-	}
-	var p corev1.Pod
-	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
-		return err
-	}
 	low, high := mib(a["min"]), mib(a["max"])
-	what := fmt.Sprintf("kubelet to count between %s and %s MiB used in the volume of pod %s", a["min"], a["max"], p.Name)
-	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
-		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + p.Spec.NodeName + "/proxy/stats/summary").DoRaw(ctx)
-		if err != nil {
-			return false, "", harness.Unobserved(err)
-		}
-		v, ok := podVolume(raw, p.Name, "data")
-		if !ok {
-			return false, "no stats for the pod's volume yet", nil
-		}
-		seen := fmt.Sprintf("used %.1f MiB, %d inodes, measured at %s", float64(v.Used)/(1<<20), v.InodesUsed, v.Time.UTC().Format("15:04:05"))
-		return v.Used >= low && v.Used <= high, seen, nil
+	what := fmt.Sprintf("kubelet to count between %s and %s MiB used in the volume of pod %s", a["min"], a["max"], a["pod"])
+	return r.untilVolumeStats(ctx, a["pod"], what, func(v volumeStats) (bool, string) {
+		return v.Used >= low && v.Used <= high,
+			fmt.Sprintf("used %.1f MiB, %d inodes, measured at %s", float64(v.Used)/(1<<20), v.InodesUsed, v.Time.UTC().Format("15:04:05"))
 	})
 }
 
