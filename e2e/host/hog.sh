@@ -10,11 +10,11 @@
 #
 #   e2e/host/hog.sh 5400 & make e2e; kill %1
 #
-# Stops by itself after SECONDS (killing hog.sh leaves the loops to run out).
+# Stops by itself after SECONDS, or with its loops when hog.sh is killed.
 set -euo pipefail
 secs="${1:-3600}" workers="${2:-$(nproc)}"
 echo "hog: $workers CPU loops at nice 19 in their own session for $secs s" >&2
 exec setsid -w bash -c '
   trap "trap - TERM; kill 0" INT TERM
-  for _ in $(seq 1 "$2"); do timeout "$1" nice -n 19 bash -c "while :; do :; done" & done
+  for _ in $(seq 1 "$2"); do timeout --foreground "$1" nice -n 19 bash -c "while :; do :; done" & done
   wait' hog "$secs" "$workers"

@@ -5,6 +5,7 @@ package harness
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -139,4 +140,29 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 		unstructured.RemoveNestedField(c.Object, "metadata", "labels")
 	}
 	return c.Object
+}
+
+// The driver writes events about PersistentVolumes only, and those live in
+// "default": no cluster-wide role lets its account write events, and the
+// one Role that does is in "default" (scenario 20 checks the API server's
+// answers on a cluster).
+func TestTheDriverMayWriteEventsOnlyInDefault(t *testing.T) {
+	manifest, err := RenderChart(context.Background(), repoRoot(t))
+	assert.NilError(t, err)
+	objs, err := Objects(manifest)
+	assert.NilError(t, err)
+	var roles []string
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+			if slices.Contains(resources, "events") {
+				roles = append(roles, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+			}
+		}
+	}
+	assert.DeepEqual(t, roles, []string{"Role/default/per-node-node-events"})
 }
