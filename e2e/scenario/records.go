@@ -322,16 +322,22 @@ func (r *Run) applyRefused(ctx context.Context, objs []*unstructured.Unstructure
 	return nil
 }
 
-// asDriverEvent creates, as the driver on node, an event about a PV in a
-// namespace, and removes it again (as the test's own account) if created.
+// asDriverEvent creates, as the driver on node, a valid event in a
+// namespace (in "default" about the PV, as the driver writes them; in any
+// other about a pod there), and removes it again (as the test's own
+// account) if created.
 func (r *Run) asDriverEvent(ctx context.Context, node, ns, pvName string) error {
 	c, err := r.driverClient(node)
 	if err != nil {
 		return err
 	}
+	about := corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: pvName}
+	if ns != metav1.NamespaceDefault {
+		about = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "per-node-account-check"}
+	}
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: pvName + ".", Namespace: ns},
-		InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: pvName},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: about.Name + ".", Namespace: ns},
+		InvolvedObject: about,
 		Reason:         "AccountCheck", Message: "the e2e suite checks the driver's account on " + node,
 		Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "per-node.liken.sh", Host: node},
 		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
@@ -358,6 +364,10 @@ func stepDriverEventRefused(ctx context.Context, r *Run, a args) error {
 	if err == nil {
 		return fmt.Errorf("%w: the driver's account on %s was allowed to write an event in namespace %s; expected Forbidden",
 			harness.ErrNotSeen, a["node"], a["namespace"])
+	}
+	if apierrors.IsInvalid(err) { // validation comes after authorization
+		return fmt.Errorf("%w: the driver's account on %s was authorized to write an event in namespace %s (the API server then found the event invalid: %v); expected Forbidden",
+			harness.ErrNotSeen, a["node"], a["namespace"], err)
 	}
 	if !apierrors.IsForbidden(err) {
 		return fmt.Errorf("the driver's account on %s, writing an event in namespace %s: expected Forbidden, got: %w", a["node"], a["namespace"], err)
