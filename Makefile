@@ -57,13 +57,16 @@ test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi
 .PHONY: warm
 warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
 	go mod download
-	@# First what make e2e compiles once the node image is built: the test
-	@# binary and the binaries the test images hold.
-	go test -tags e2e -c -o /dev/null ./e2e
-	$(MAKE) --no-print-directory build build-fixtures
-	@# Then Helm, which installs the driver once the clusters are up.
+	@# First Helm, which installs the driver once the clusters are up: make
+	@# e2e compiles nothing else of it before then, while it compiles the
+	@# test binary and the images' binaries itself right after the node
+	@# image (warm compiling them at the same moment does the work twice).
+	@# A cold run spent 4 min compiling Helm in the install phase when warm
+	@# took the test binary first.
 	go mod download -modfile=tools.mod
 	$(HELM) version >/dev/null
+	go test -tags e2e -c -o /dev/null ./e2e
+	$(MAKE) --no-print-directory build build-fixtures
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
 	@# Only fills golangci-lint's cache: make lint is the check.
@@ -78,6 +81,14 @@ fuzz: ## Fuzz the handle validation, the reading of node records and mount optio
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
 	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
 	go test -run '^$$' -fuzz FuzzFlags -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
+
+.PHONY: mutants-unit
+mutants-unit: ## Every deliberate break of e2e/mutants/ against the unit tests it names; prints caught or SURVIVED and the score (MUTANTS=regexp some).
+	go run ./e2e/cmd/mutants unit $(if $(MUTANTS),-run '$(MUTANTS)')
+
+.PHONY: mutants
+mutants: ## The breaks of e2e/mutants/ against the scenarios they name, one make e2e each on kept clusters (MUTANTS=regexp, SCENARIO=03,04 some).
+	go run ./e2e/cmd/mutants scenario $(if $(MUTANTS),-run '$(MUTANTS)') $(if $(SCENARIO),-scenario '$(SCENARIO)')
 
 .PHONY: bench
 bench: ## Publish+unpublish vs a raw bind mount, with 0/100/1,000/10,000 other mounts; prints the ratios (goal <= 3).

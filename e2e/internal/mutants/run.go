@@ -1,0 +1,182 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package mutants
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Verdict is what a run of the checks made of one break.
+type Verdict string
+
+const (
+	// Caught: a check that must catch the break failed.
+	Caught Verdict = "caught"
+	// Survived: every check passed with the break made: a missing check.
+	Survived Verdict = "SURVIVED"
+	// Unbuildable: the break does not compile, so it proves nothing.
+	Unbuildable Verdict = "UNBUILDABLE"
+	// Inconclusive: a scenario failed, but not as a broken promise (a step
+	// failed, or the check could not look).
+	Inconclusive Verdict = "INCONCLUSIVE"
+)
+
+// Result is the outcome of one break.
+type Result struct {
+	Mutant  Mutant
+	Verdict Verdict
+	// By names what caught it: failed tests, or the scenarios' verdicts.
+	By   []string
+	Took time.Duration
+	// Log is the file that holds the whole output.
+	Log string
+}
+
+// UnitTimeout bounds one break's unit tests: a break that makes a test
+// hang is caught by go test's own timeout.
+const UnitTimeout = 5 * time.Minute
+
+var (
+	failedTest = regexp.MustCompile(`^--- FAIL: (\S+)`)
+	timedOut   = regexp.MustCompile(`^panic: test timed out`)
+	notBuilt   = regexp.MustCompile(`\[(build|setup) failed\]|^# liken\.sh/`)
+)
+
+// RunUnit runs the tests of m.Unit with m made, writing the overlay and the
+// output into dir.
+func RunUnit(ctx context.Context, repo string, m Mutant, dir string) Result {
+	start := time.Now()
+	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+".unit.log")}
+	overlay, err := m.Overlay(repo, dir)
+	if err != nil {
+		res.Verdict, res.By = Unbuildable, []string{err.Error()}
+		return res
+	}
+	args := append([]string{"test", "-overlay=" + overlay, "-vet=off", "-count=1",
+		"-timeout=" + UnitTimeout.String()}, m.Unit...)
+	out, err := goCommand(ctx, repo, args...)
+	_ = os.WriteFile(res.Log, out, 0o644)
+	res.Took = time.Since(start)
+	switch {
+	case err == nil:
+		res.Verdict = Survived
+	case hasLine(out, notBuilt):
+		res.Verdict, res.By = Unbuildable, []string{"does not compile (see " + res.Log + ")"}
+	default:
+		res.Verdict, res.By = Caught, failures(out)
+	}
+	return res
+}
+
+// Baseline runs the tests of every package the catalogue names, with no
+// break: a test that fails without one would count every break as caught.
+func Baseline(ctx context.Context, repo string, ms []Mutant, dir string) error {
+	var pkgs []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, p := range m.Unit {
+			if !seen[p] {
+				seen[p] = true
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
+	out, err := goCommand(ctx, repo, append([]string{"test", "-vet=off", "-count=1", "-timeout=" + UnitTimeout.String()}, pkgs...)...)
+	if err != nil {
+		log := filepath.Join(dir, "baseline.log")
+		_ = os.WriteFile(log, out, 0o644)
+		return fmt.Errorf("the tests fail with no break made (%s; failed: %s): fix them first: %w",
+			log, strings.Join(failures(out), ", "), err)
+	}
+	return nil
+}
+
+// RunScenarios runs `make e2e SCENARIO=…` with m made in the driver and
+// fixture binaries the harness builds (GOFLAGS carries the overlay), on
+// the clusters a kept run left (E2E_KEEP=1). It is caught only when a
+// scenario reports a broken promise.
+func RunScenarios(ctx context.Context, repo string, m Mutant, scenarios []string, dir string) Result {
+	start := time.Now()
+	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+".e2e.log")}
+	overlay, err := m.Overlay(repo, dir)
+	if err != nil {
+		res.Verdict, res.By = Unbuildable, []string{err.Error()}
+		return res
+	}
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "e2e", "SCENARIO="+strings.Join(scenarios, ","))
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "E2E_KEEP=1",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+overlay))
+	out, err := cmd.CombinedOutput()
+	_ = os.WriteFile(res.Log, out, 0o644)
+	res.Took = time.Since(start)
+	broken := verdictLines(out, "PROMISE BROKEN")
+	switch {
+	case err == nil:
+		res.Verdict = Survived
+	case len(broken) > 0:
+		res.Verdict, res.By = Caught, broken
+	default:
+		res.Verdict, res.By = Inconclusive, append(verdictLines(out, "FAILED"), "make e2e: "+err.Error())
+	}
+	return res
+}
+
+func goCommand(ctx context.Context, repo string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = repo
+	return cmd.CombinedOutput()
+}
+
+// failures names the top-level tests that failed, and a timeout.
+func failures(out []byte) []string {
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := failedTest.FindStringSubmatch(line); m != nil {
+			names = append(names, m[1])
+		} else if timedOut.MatchString(line) {
+			names = append(names, "a test timed out (hung)")
+		}
+	}
+	if len(names) == 0 {
+		names = []string{"go test failed (see the log)"}
+	}
+	return names
+}
+
+func hasLine(out []byte, re *regexp.Regexp) bool {
+	for line := range bytes.SplitSeq(out, []byte("\n")) {
+		if re.Match(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// verdictLines are the scenario steps the suite's summary lists with a
+// verdict containing word, with the step that came before each.
+func verdictLines(out []byte, word string) []string {
+	var lines []string
+	prev := ""
+	for line := range strings.SplitSeq(string(out), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") && strings.Contains(t, word) {
+			lines = append(lines, strings.TrimSpace(prev)+" ("+word+")")
+		}
+		prev = line
+	}
+	return lines
+}
