@@ -134,3 +134,32 @@ func FuzzFlags(f *testing.F) {
 		}
 	})
 }
+
+// An unmount the kernel refuses because the mount is busy (a process of
+// the pod still has a file of the copy open) fails: a lazy detach would
+// hide the mount from the mount table while that process still writes to
+// the copy, and the next pod on the node would get it at the same time.
+func TestABusyMountIsNotDetached(t *testing.T) {
+	requireRoot(t)
+	k := NewKernel()
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	assert.NilError(t, os.Mkdir(src, 0o755))
+	assert.NilError(t, os.Mkdir(dst, 0o755))
+	assert.NilError(t, k.Bind(src, dst, 0))
+	t.Cleanup(func() { _ = unix.Unmount(dst, unix.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(dst, "open"))
+	assert.NilError(t, err)
+
+	err = k.Unmount(dst)
+	assert.Assert(t, errors.Is(err, unix.EBUSY), "unmount of a busy mount: want EBUSY, got %v", err)
+	mounted, err := k.IsMountPoint(dst)
+	assert.NilError(t, err)
+	assert.Assert(t, mounted, "the busy mount is gone from the mount table: it was detached")
+
+	assert.NilError(t, f.Close())
+	assert.NilError(t, k.Unmount(dst), "once nothing is open in it, the mount goes")
+	mounted, err = k.IsMountPoint(dst)
+	assert.NilError(t, err)
+	assert.Assert(t, !mounted)
+}

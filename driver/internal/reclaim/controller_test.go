@@ -36,6 +36,9 @@ type fakeCopies struct {
 	removed []string
 	// removing, if set, is called as a removal begins, outside the lock.
 	removing func(handle string)
+	// trashFails is how many calls of EmptyTrash fail before one succeeds;
+	// trashCalls counts them.
+	trashFails, trashCalls int
 }
 
 func (f *fakeCopies) Handles() ([]string, error) {
@@ -59,7 +62,15 @@ func (f *fakeCopies) CopyUID(h string) (string, error) {
 	return f.uids[h], nil
 }
 
-func (f *fakeCopies) EmptyTrash() error { return nil }
+func (f *fakeCopies) EmptyTrash() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.trashCalls++
+	if f.trashCalls <= f.trashFails {
+		return errors.New("a trash entry could not be removed")
+	}
+	return nil
+}
 
 // RemoveCopy refuses, as the node's does, a copy bound to another UID than
 // the one the removal was decided for.
@@ -410,4 +421,26 @@ func TestOnlyLiveRecordedNodesDropTheRecordsOfGoneNodes(t *testing.T) {
 			assert.DeepEqual(t, left, tc.wantLeft)
 		})
 	}
+}
+
+// What a driver that stopped in the middle of a removal left in the trash
+// is removed when the controller starts, and retried until it is gone.
+func TestRunEmptiesWhatACrashLeftInTheTrash(t *testing.T) {
+	copies := &fakeCopies{uids: map[string]string{}, trashFails: 1}
+	ctl := newController(t, me, copies, []string{me})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NilError(t, <-done)
+	})
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		copies.mu.Lock()
+		defer copies.mu.Unlock()
+		if copies.trashCalls > copies.trashFails {
+			return poll.Success()
+		}
+		return poll.Continue("the trash was emptied %d times; the first fails, the controller must try again", copies.trashCalls)
+	}, poll.WithTimeout(30*time.Second), poll.WithDelay(50*time.Millisecond))
 }

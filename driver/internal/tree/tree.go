@@ -298,12 +298,20 @@ func (w *walker) walk(entry func(f *frame, name string, st *unix.Stat_t) error, 
 		} else if err != nil {
 			return w.errorf("fstatat", name, err)
 		}
+		if afterStat != nil {
+			afterStat(f.fd, name)
+		}
 		if err := entry(f, name, &st); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// afterStat, set only by tests, runs between an entry's fstatat and what
+// the walk does with it: the moment a pod's swap of that entry would have
+// to land, which a swap loop hits only by chance.
+var afterStat func(dirFD int, name string)
 
 // measure counts every entry on the top's mount; a directory is counted
 // as what was there when it was opened.

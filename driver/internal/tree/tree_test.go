@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"gotest.tools/v3/assert"
@@ -120,17 +121,23 @@ func TestSpecialEntriesAreRemovedNotFollowed(t *testing.T) {
 	copyDir := filepath.Join(base, "copy")
 	assert.NilError(t, os.MkdirAll(filepath.Join(copyDir, "d"), 0o750))
 	assert.NilError(t, os.Symlink(outside, filepath.Join(copyDir, "to-outside")))
+	// A symlink to a file: a walk whose fstatat follows it counts the file
+	// (a symlink to a directory is then refused by openat's O_NOFOLLOW).
+	assert.NilError(t, os.Symlink(filepath.Join(outside, "big0"), filepath.Join(copyDir, "to-big")))
 	assert.NilError(t, os.Symlink("/", filepath.Join(copyDir, "d", "to-root")))
 	assert.NilError(t, unix.Mkfifo(filepath.Join(copyDir, "d", "fifo"), 0o644))
 	assert.NilError(t, unix.Mknod(filepath.Join(copyDir, "sock"), unix.S_IFSOCK|0o644, 0))
 
 	u, err := Usage(copyDir)
 	assert.NilError(t, err)
-	assert.Equal(t, u.Inodes, int64(6))
+	assert.Equal(t, u.Inodes, int64(7))
 	assert.Assert(t, u.Bytes < 1<<20, "%d bytes counted: a symlink was followed", u.Bytes)
 	r, err := Remove(copyDir)
 	assert.NilError(t, err)
-	assert.Equal(t, r.Inodes, int64(6))
+	assert.Equal(t, r.Inodes, int64(7))
+	assert.Assert(t, r.Bytes < 1<<20, "%d bytes counted as removed: a symlink was followed", r.Bytes)
+	_, err = os.Stat(filepath.Join(outside, "big0"))
+	assert.NilError(t, err, "the file a symlink pointed to was removed")
 	_, err = os.Stat(filepath.Join(outside, "canary"))
 	assert.NilError(t, err)
 }
@@ -149,4 +156,58 @@ func TestTheTopMustBeADirectory(t *testing.T) {
 	r, err := Remove(filepath.Join(base, "missing"))
 	assert.NilError(t, err)
 	assert.Equal(t, r, Used{})
+}
+
+// A pod swaps a directory for a FIFO or a symlink to outside at the worst
+// moment: after the walk's fstatat saw a directory, before it opens it.
+// The walk must open what is there now without following or blocking: a
+// swap loop hits that moment only by chance, the hook every time.
+func TestASwapBetweenStatAndOpenIsNeverFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		swap func(dirFD int, outside string) error
+	}{
+		{"a FIFO", func(dirFD int, _ string) error { return unix.Mkfifoat(dirFD, "d", 0o644) }},
+		{"a symlink to outside", func(dirFD int, outside string) error { return unix.Symlinkat(outside, dirFD, "d") }},
+	} {
+		for _, op := range []struct {
+			name string
+			walk func(string) (Used, error)
+		}{{"measure", Usage}, {"remove", Remove}} {
+			t.Run(tc.name+"/"+op.name, func(t *testing.T) {
+				base := t.TempDir()
+				outside := filepath.Join(base, "outside")
+				assert.NilError(t, os.Mkdir(outside, 0o750))
+				assert.NilError(t, os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o644))
+				copyDir := filepath.Join(base, "copy")
+				assert.NilError(t, os.MkdirAll(filepath.Join(copyDir, "d"), 0o750))
+				swapped := false
+				afterStat = func(dirFD int, name string) {
+					if name != "d" || swapped {
+						return
+					}
+					swapped = true
+					assert.NilError(t, unix.Renameat(dirFD, "d", dirFD, "d.real"))
+					assert.NilError(t, tc.swap(dirFD, outside))
+				}
+				t.Cleanup(func() { afterStat = nil })
+
+				done := make(chan Used, 1)
+				go func() {
+					u, _ := op.walk(copyDir)
+					done <- u
+				}()
+				var u Used
+				select {
+				case u = <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s has not returned 10 s after %s was swapped in: it opened it for reading", op.name, tc.name)
+				}
+				assert.Assert(t, swapped, "the walk never reached d")
+				assert.Assert(t, u.Bytes < 1<<20, "%s counted %d bytes: it followed %s out of the copy", op.name, u.Bytes, tc.name)
+				_, err := os.Stat(filepath.Join(outside, "big"))
+				assert.NilError(t, err, "%s removed a file outside the copy", op.name)
+			})
+		}
+	}
 }
