@@ -66,6 +66,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "store write {n} records in bulk", Timeout: 30 * time.Second, Defines: true, run: stepWriteBulk},
 	{Name: "store write {n} records through every store pod", Timeout: 30 * time.Second, Defines: true, run: stepWriteEach},
 	{Name: "store write {n} records through {pod}, each on another node's disk when acknowledged", Timeout: 30 * time.Second, Defines: true, run: stepWriteOnAnotherDisk},
+	{Name: "with every other store pod frozen, a write through {pod} is not acknowledged", Timeout: time.Minute, run: stepNotAckedAlone},
 	{Name: "store pod {pod} holds {list}", Timeout: 30 * time.Second, run: stepPodHolds},
 	{Name: "every store pod holds {list}", Timeout: 30 * time.Second, run: stepEveryPodHolds},
 	{Name: "store pod {pod} found {cmp} {n} records on disk at start", Timeout: 30 * time.Second, run: stepFoundCount},

@@ -402,6 +402,53 @@ func stepWriteOnAnotherDisk(ctx context.Context, r *Run, a args) error {
 	return nil
 }
 
+// stepNotAckedAlone freezes (SIGSTOP) the store container of every other
+// serving store pod, writes once through pod, and thaws them: with no
+// other copy able to hold it, the write must not be acknowledged. A store
+// that acknowledges first and replicates a moment later, or that takes
+// one copy for enough, answers this write at once.
+func stepNotAckedAlone(ctx context.Context, r *Run, a args) error {
+	pods, err := r.servingStorePods(ctx)
+	if err != nil {
+		return err
+	}
+	var frozen []string
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, p := range frozen {
+			if err := r.signalStore(tctx, p, "CONT"); err != nil {
+				r.t.Logf("could not thaw the store container of %s: %v", p, err)
+			}
+		}
+	}()
+	for _, p := range pods {
+		if p.Name == a["pod"] {
+			continue
+		}
+		if err := r.signalStore(ctx, p.Name, "STOP"); err != nil {
+			return err
+		}
+		frozen = append(frozen, p.Name)
+	}
+	if len(frozen) == 0 {
+		return fmt.Errorf("no serving store pod other than %s to freeze: %s", a["pod"], r.podsReport(ctx))
+	}
+	key := r.writePrefix("alone")
+	recs, err := r.put(ctx, a["pod"], key, 1)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: write %s through %s was acknowledged (%d records) while the store containers of %v were frozen: expected no acknowledgement",
+			harness.ErrNotSeen, key, a["pod"], len(recs), frozen)
+	case errors.Is(err, harness.ErrUnobserved):
+		return err
+	case !strings.Contains(err.Error(), "not acknowledged"):
+		return fmt.Errorf("write %s through %s failed, but not as the store's refusal to acknowledge: %w", key, a["pod"], err)
+	}
+	r.t.Logf("with %v frozen, %s did not acknowledge write %s: %v", frozen, a["pod"], key, strings.SplitN(err.Error(), "\n", 2)[0])
+	return nil
+}
+
 // otherStoreNodes are the nodes of the serving store pods other than pod.
 func (r *Run) otherStoreNodes(ctx context.Context, pod string) ([]string, error) {
 	pods, err := r.servingStorePods(ctx)

@@ -38,7 +38,7 @@ func main() {
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	run := fs.String("run", "", "only the breaks whose names match this regular expression")
-	jobs := fs.Int("j", max(1, runtime.NumCPU()/2), "breaks tested at once (unit)")
+	jobs := fs.Int("j", 2*runtime.NumCPU(), "breaks tested at once (unit: mostly waiting on the tests' own timeouts)")
 	only := fs.String("scenario", "", "only these scenarios, comma-separated (scenario)")
 	out := fs.String("out", "_out/mutants", "where overlays and logs go")
 	_ = fs.Parse(os.Args[2:])
