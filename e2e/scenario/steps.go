@@ -561,10 +561,27 @@ func stepEventDeleting(ctx context.Context, r *Run, a args) error {
 }
 
 // stepPVEventFrom waits for an event on a PersistentVolume (cluster-scoped:
-// its events are in any namespace) whose message starts with the node.
+// its events are in any namespace) that the driver on the node wrote about
+// the PV of that name there is now (while there is one).
 func stepPVEventFrom(ctx context.Context, r *Run, a args) error {
 	what := fmt.Sprintf("a %s event on PersistentVolume %s from node %s", a["reason"], a["name"], a["node"])
-	return r.waitEvent(ctx, "", a["name"], a["reason"], "node "+a["node"], what)
+	uid := ""
+	if pv, err := r.pv(ctx, a["name"]); err == nil {
+		uid = string(pv.UID)
+	}
+	return r.waitEventMatching(ctx, "", a["name"], a["reason"], what, time.Time{},
+		func(e corev1.Event) bool { return fromNode(e, a["node"], uid) })
+}
+
+// fromNode says whether the driver on node wrote e (its messages start
+// "node <name> " or "node <name>: "; a prefix match would take worker2's
+// for worker's) about the PV of UID uid ("" for any: the PV is gone).
+func fromNode(e corev1.Event, node, uid string) bool {
+	rest, ok := strings.CutPrefix(e.Message, "node "+node)
+	if !ok || (rest != "" && rest[0] != ' ' && rest[0] != ':') {
+		return false
+	}
+	return uid == "" || e.InvolvedObject.UID == "" || string(e.InvolvedObject.UID) == uid
 }
 
 // waitEvent waits for an event about name with reason whose message
@@ -575,6 +592,13 @@ func (r *Run) waitEvent(ctx context.Context, ns, name, reason, text, what string
 
 // waitEventSince waits for such an event that last happened after since.
 func (r *Run) waitEventSince(ctx context.Context, ns, name, reason, text, what string, since time.Time) error {
+	return r.waitEventMatching(ctx, ns, name, reason, what, since,
+		func(e corev1.Event) bool { return strings.Contains(e.Message, text) })
+}
+
+// waitEventMatching waits for an event about name with reason that last
+// happened after since and that match accepts.
+func (r *Run) waitEventMatching(ctx context.Context, ns, name, reason, what string, since time.Time, match func(corev1.Event) bool) error {
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		events, err := r.events(ctx, ns, name)
 		if err != nil {
@@ -582,7 +606,7 @@ func (r *Run) waitEventSince(ctx context.Context, ns, name, reason, text, what s
 		}
 		var seen []string
 		for _, e := range events {
-			if e.Reason == reason && strings.Contains(e.Message, text) && lastSeen(e).After(since) {
+			if e.Reason == reason && match(e) && lastSeen(e).After(since) {
 				return true, "", nil
 			}
 			seen = append(seen, lastSeen(e).Format(time.TimeOnly)+" "+e.Reason+": "+e.Message)
