@@ -113,7 +113,9 @@ func (r *Run) diskRecords(ctx context.Context, node string, lines int) ([]kv.Rec
 }
 
 func (r *Run) diskRecordsOf(ctx context.Context, node, pv string, lines int) ([]kv.Record, error) {
-	cmd := []string{"cat", copyLog(pv)}
+	// A log that is not there is a copy that holds nothing (removed, or
+	// never written): an observation, not a read that failed.
+	cmd := []string{"sh", "-c", `[ ! -e "$1" ] || exec cat "$1"`, "-", copyLog(pv)}
 	if lines >= 0 {
 		cmd = []string{"head", "-n", strconv.Itoa(lines), copyLog(pv)}
 	}
