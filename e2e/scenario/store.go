@@ -714,8 +714,8 @@ func (r *Run) heldInFirstLines(ctx context.Context, pod string, lines int, want 
 		return err
 	}
 	if m := contentsOf(recs).lacks(want); len(m) > 0 {
-		return fmt.Errorf("store pod %s held %d records %s; %d of the %d written are not among them (first: %v)",
-			pod, lines, when, len(m), len(want), first(m, 5))
+		return fmt.Errorf("%w: store pod %s held %d records %s; %d of the %d written are not among them (first: %v)",
+			harness.ErrNotSeen, pod, lines, when, len(m), len(want), first(m, 5))
 	}
 	return nil
 }
