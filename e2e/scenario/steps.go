@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,6 +56,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "cordon every worker without a store pod", Timeout: 30 * time.Second, run: stepCordonFree},
 	{Name: "cordon every worker but {node}", Timeout: 30 * time.Second, run: stepCordonAllBut},
 	{Name: "delete pod {pod}", Timeout: 30 * time.Second, run: stepDeletePod},
+	{Name: "pod {pod} is gone", Timeout: 30 * time.Second, run: stepPodGone},
 	{Name: "evict pod {pod}", Timeout: 30 * time.Second, run: stepEvict},
 	{Name: "evict pod {pod} is refused", Timeout: 15 * time.Second, run: stepEvictRefused},
 	{Name: "evict pod {pod} is refused until deployment {name} has {n} ready pods", Timeout: 30 * time.Second, run: stepEvictRefusedUntil},
@@ -472,6 +474,21 @@ func stepCordonAllBut(ctx context.Context, r *Run, a args) error {
 func stepDeletePod(ctx context.Context, r *Run, a args) error {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: a["pod"], Namespace: r.ns()}}
 	return r.env.R.Delete(ctx, p)
+}
+
+// stepPodGone waits until the API server no longer has the pod.
+func stepPodGone(ctx context.Context, r *Run, a args) error {
+	return harness.Until(ctx, "pod "+a["pod"]+" to be gone", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var p corev1.Pod
+		err := r.env.R.Get(ctx, a["pod"], r.ns(), &p)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, "", nil
+		case err != nil:
+			return false, "", harness.Unobserved(err)
+		}
+		return false, fmt.Sprintf("phase %s, deleting %v", p.Status.Phase, p.DeletionTimestamp != nil), nil
+	})
 }
 
 func stepDistinctNodes(ctx context.Context, r *Run, a args) error {
