@@ -120,3 +120,17 @@ func fakeRepo(t *testing.T, src string) string {
 	assert.NilError(t, os.WriteFile(filepath.Join(repo, "scenarios", "03-one.md"), []byte("# one\n"), 0o644))
 	return repo
 }
+
+// A scenario's broken promise is counted once, from the summary at the end
+// of the run, not again from the test log's copy of it.
+func TestVerdictLinesAreTheSummarys(t *testing.T) {
+	out := "    run.go:83: \n        /s/03-one.md:48: step failed after 30s: event FailedMount names $holder\n" +
+		"        [PROMISE BROKEN: the check looked]\n" +
+		"e2e: the steps that failed:\n03-one — /s/03-one.md:48: event FailedMount names $holder\n" +
+		"    [PROMISE BROKEN: the check looked]\n    timed out\n" +
+		"04-two — /s/04-two.md:9: a write is refused\n    [STEP FAILED: an action failed]\n"
+	assert.DeepEqual(t, verdictLines([]byte(out), "PROMISE BROKEN"),
+		[]string{"03-one — /s/03-one.md:48: event FailedMount names $holder (PROMISE BROKEN)"})
+	assert.DeepEqual(t, verdictLines([]byte(out), "FAILED"),
+		[]string{"04-two — /s/04-two.md:9: a write is refused (FAILED)"})
+}

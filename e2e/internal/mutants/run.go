@@ -56,10 +56,8 @@ var (
 // output into dir.
 func RunUnit(ctx context.Context, repo string, m Mutant, dir string) Result {
 	start := time.Now()
-	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+".unit.log")}
-	overlay, err := m.Overlay(repo, dir)
-	if err != nil {
-		res.Verdict, res.By = Unbuildable, []string{err.Error()}
+	res, overlay, ok := prepare(repo, m, dir, "unit")
+	if !ok {
 		return res
 	}
 	args := append([]string{"test", "-overlay=" + overlay, "-vet=off", "-count=1",
@@ -107,10 +105,8 @@ func Baseline(ctx context.Context, repo string, ms []Mutant, dir string) error {
 // scenario reports a broken promise.
 func RunScenarios(ctx context.Context, repo string, m Mutant, scenarios []string, dir string) Result {
 	start := time.Now()
-	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+".e2e.log")}
-	overlay, err := m.Overlay(repo, dir)
-	if err != nil {
-		res.Verdict, res.By = Unbuildable, []string{err.Error()}
+	res, overlay, ok := prepare(repo, m, dir, "e2e")
+	if !ok {
 		return res
 	}
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "e2e", "SCENARIO="+strings.Join(scenarios, ","))
@@ -130,6 +126,18 @@ func RunScenarios(ctx context.Context, repo string, m Mutant, scenarios []string
 		res.Verdict, res.By = Inconclusive, append(verdictLines(out, "FAILED"), "make e2e: "+err.Error())
 	}
 	return res
+}
+
+// prepare writes m's overlay into dir and names the log of a run of kind;
+// a break that cannot be made is the result, Unbuildable.
+func prepare(repo string, m Mutant, dir, kind string) (Result, string, bool) {
+	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+"."+kind+".log")}
+	overlay, err := m.Overlay(repo, dir)
+	if err != nil {
+		res.Verdict, res.By = Unbuildable, []string{err.Error()}
+		return res, "", false
+	}
+	return res, overlay, true
 }
 
 func goCommand(ctx context.Context, repo string, args ...string) ([]byte, error) {
@@ -166,14 +174,15 @@ func hasLine(out []byte, re *regexp.Regexp) bool {
 	return false
 }
 
-// verdictLines are the scenario steps the suite's summary lists with a
-// verdict containing word, with the step that came before each.
+// verdictLines are the failed steps whose verdict contains word, as the
+// suite's summary at the end of the run lists them ("doc — where: step",
+// then the verdict in brackets); the test log says each once more before.
 func verdictLines(out []byte, word string) []string {
 	var lines []string
 	prev := ""
 	for line := range strings.SplitSeq(string(out), "\n") {
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "[") && strings.Contains(t, word) {
+		if strings.HasPrefix(t, "[") && strings.Contains(t, word) && strings.Contains(prev, " — ") {
 			lines = append(lines, strings.TrimSpace(prev)+" ("+word+")")
 		}
 		prev = line
