@@ -90,8 +90,9 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 	if err := oneDriverPerNode(ds); err != nil {
 		return err
 	}
-	// The upgrade a user runs: helm upgrade to the new image tag.
-	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, image); err != nil {
+	// The upgrade a user runs: helm upgrade to the new image tag (with the
+	// suite's values, and the chart's default maxUnavailable).
+	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, image, harness.SuiteValues...); err != nil {
 		return err
 	}
 	start := time.Now()

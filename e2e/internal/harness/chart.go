@@ -41,6 +41,12 @@ const (
 	DriverRelease   = "per-node"
 )
 
+// SuiteValues are the chart values every install and upgrade of the suite
+// sets. statsTTL: a copy's usage is measured again at each of kubelet's
+// asks (every 1 to 2 minutes), so a figure taken while a pod was still
+// writing is not served for the default 5 minutes.
+var SuiteValues = []string{"statsTTL=20s"}
+
 // HelmUpgrade installs the chart, or upgrades the release, with the driver
 // image image (repository:tag), as a user would: `helm upgrade --install`,
 // with more values (sets: key=value) if given.

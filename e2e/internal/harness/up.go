@@ -211,7 +211,7 @@ func (e Env) installDriver(ctx context.Context, c Config) error {
 	}
 	// A kept cluster's drivers are all replaced at once: the run owns it.
 	start := time.Now()
-	if err := HelmUpgrade(ctx, c.Repo, e.Kubeconfig, e.DriverImage, "maxUnavailable=100%"); err != nil {
+	if err := HelmUpgrade(ctx, c.Repo, e.Kubeconfig, e.DriverImage, append(SuiteValues, "maxUnavailable=100%")...); err != nil {
 		return err
 	}
 	installed := time.Now()
