@@ -309,11 +309,12 @@ type mountWatch struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	mu      sync.Mutex
-	samples int
-	most    []string // the pod UIDs of the sample with the most
-	seen    []string // every pod UID seen, in the order first seen
-	lastErr error
+	mu       sync.Mutex
+	samples  int
+	most     []string             // the pod UIDs of the sample with the most
+	seen     []string             // every pod UID seen, in the order first seen
+	lastSeen map[string]time.Time // when a sample last showed each pod UID's mount (read started)
+	lastErr  error
 }
 
 // podsMounting lists the pod UIDs whose volume target of pv is a mount
@@ -336,17 +337,21 @@ func podsMounting(mountinfo, pv string) []string {
 
 func stepWatchMounts(_ context.Context, r *Run, a args) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &mountWatch{node: a["node"], pv: r.vars["pv"], cancel: cancel, done: make(chan struct{})}
+	w := &mountWatch{node: a["node"], pv: r.vars["pv"], cancel: cancel, done: make(chan struct{}), lastSeen: map[string]time.Time{}}
 	r.watches[a["as"]] = w
 	r.vars[a["as"]] = a["as"]
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
+			at := time.Now()
 			out, err := r.onNode(ctx, w.node, "cat", "/proc/1/mountinfo")
 			w.mu.Lock()
 			if err == nil {
 				w.samples++
 				uids := podsMounting(out, w.pv)
+				for _, u := range uids {
+					w.lastSeen[u] = at
+				}
 				if len(uids) > len(w.most) {
 					w.most = uids
 				}
@@ -388,6 +393,38 @@ func stepStopWatch(_ context.Context, r *Run, a args) error {
 		return fmt.Errorf("expected at most one pod at a time with the copy of %s mounted on %s; seen %d at once: pod UIDs %s",
 			w.pv, w.node, len(w.most), strings.Join(w.most, ", "))
 	}
+	return nil
+}
+
+// busySlack: how long before the end of a busy spell a mount may be last
+// seen, for the samples' spacing (a read of the mount table is an exec into
+// the node, slower on a busy machine).
+const busySlack = 5 * time.Second
+
+// stepMountStayedWhileBusy: the pod's mount was in the node's mount table
+// until its busy spell (keep the mount of {pod} busy) ended. An unmount
+// that detached it lazily instead of failing with EBUSY takes it out of the
+// table at once, while its last user still works in it.
+func stepMountStayedWhileBusy(_ context.Context, r *Run, a args) error {
+	w, ok := r.watches[a["watch"]]
+	if !ok {
+		return fmt.Errorf("%s is not a running watch", a["watch"])
+	}
+	uid, until := r.vars["_busy_uid_"+a["pod"]], r.marks["busy until "+a["pod"]]
+	if uid == "" {
+		return fmt.Errorf("the mount of %s was never kept busy", a["pod"])
+	}
+	w.mu.Lock()
+	last, seen := w.lastSeen[uid]
+	w.mu.Unlock()
+	switch {
+	case !seen:
+		return fmt.Errorf("%s never saw the mount of pod %s (UID %s)", a["watch"], a["pod"], uid)
+	case last.Before(until.Add(-busySlack)):
+		return fmt.Errorf("%w: expected the mount of pod %s in %s's mount table until its last user left at %s; last seen at %s",
+			harness.ErrNotSeen, a["pod"], w.node, until.Format("15:04:05.000"), last.Format("15:04:05.000"))
+	}
+	r.t.Logf("the mount of %s was last seen at %s; its last user left at %s", a["pod"], last.Format("15:04:05.000"), until.Format("15:04:05.000"))
 	return nil
 }
 
@@ -873,6 +910,8 @@ func stepKeepMountBusy(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	// The spell ends no earlier than d after now (the process starts later).
+	r.vars["_busy_uid_"+p.Name], r.marks["busy until "+p.Name] = string(p.UID), time.Now().Add(d)
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "exec", "-d", p.Spec.NodeName, "sh", "-c",
 		fmt.Sprintf("cd %s && exec sleep %d", target, int(d.Seconds()))); err != nil {
 		return err

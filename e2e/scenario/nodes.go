@@ -273,16 +273,22 @@ func stepFreezeStoreContainer(ctx context.Context, r *Run, a args) error {
 }
 
 func (r *Run) signalStore(ctx context.Context, pod, signal string) error {
+	return r.inStoreProcess(ctx, pod, fmt.Sprintf(`kill -%s $pid
+echo "sent SIG%s to pid $pid of container $id"`, signal, signal))
+}
+
+// inStoreProcess runs a shell script on the node of a store pod, with $id
+// and $pid set to its store container and that container's process.
+func (r *Run) inStoreProcess(ctx context.Context, pod, script string) error {
 	var p corev1.Pod
 	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
 		return err
 	}
-	script := fmt.Sprintf(`set -e
+	script = fmt.Sprintf(`set -e
 id=$(crictl ps -q --name '^store$' --label io.kubernetes.pod.name=%s --label io.kubernetes.pod.namespace=%s)
 [ -n "$id" ] || { echo "no running store container" >&2; exit 1; }
 pid=$(crictl inspect --output go-template --template '{{.info.pid}}' $id)
-kill -%s $pid
-echo "sent SIG%s to pid $pid of container $id"`, p.Name, p.Namespace, signal, signal)
+`, p.Name, p.Namespace) + script
 	out, err := r.onNode(ctx, p.Spec.NodeName, "sh", "-c", script)
 	r.t.Logf("%s: %s", p.Spec.NodeName, strings.TrimSpace(out))
 	return err

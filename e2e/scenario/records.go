@@ -278,6 +278,26 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 		fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, f))
 }
 
+// stepRemoveRecord removes a node's record from a PV as an admin (or a
+// replace without finalizers) would: the record vanishes while the copy
+// stays on the node.
+func stepRemoveRecord(ctx context.Context, r *Run, a args) error {
+	f := recordPrefix + a["node"]
+	patch := fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q],"annotations":{%q:null}}}`, f, f)
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: a["name"]}}
+	if err := r.env.R.Patch(ctx, pv, k8s.Patch{PatchType: types.StrategicMergePatchType, Data: []byte(patch)}); err != nil {
+		return err
+	}
+	got, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	if _, ok := got.Annotations[f]; ok || slices.Contains(got.Finalizers, f) {
+		return fmt.Errorf("PersistentVolume %s still records %s after the patch (finalizers %v)", a["name"], a["node"], got.Finalizers)
+	}
+	return nil
+}
+
 func stepDriverAddsOwnRecordRefused(ctx context.Context, r *Run, a args) error {
 	return r.asDriverRefused(ctx, a["node"], a["name"], "add its own record",
 		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["node"]))

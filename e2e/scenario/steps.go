@@ -68,6 +68,9 @@ var vocabulary = compile([]*stepDef{
 	{Name: "store write {n} records in bulk", Timeout: 30 * time.Second, Defines: true, run: stepWriteBulk},
 	{Name: "store write {n} records through every store pod", Timeout: 30 * time.Second, Defines: true, run: stepWriteEach},
 	{Name: "store write {n} records through {pod}, each on another node's disk when acknowledged", Timeout: 30 * time.Second, Defines: true, run: stepWriteOnAnotherDisk},
+	{Name: "set deployment {name} env {key} to {value}", Timeout: 30 * time.Second, run: stepSetEnv},
+	{Name: "cut every store pod off from the other store pods", Timeout: time.Minute, run: stepCutStorePods},
+	{Name: "no store pod's copy holds all of {list} for {duration}", Timeout: time.Minute, run: stepNoCopyHoldsAll},
 	{Name: "with every other store pod frozen, a write through {pod} is not acknowledged", Timeout: time.Minute, run: stepNotAckedAlone},
 	{Name: "store pod {pod} holds {list}", Timeout: 30 * time.Second, run: stepPodHolds},
 	{Name: "every store pod holds {list}", Timeout: 30 * time.Second, run: stepEveryPodHolds},
@@ -85,6 +88,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "event {reason} on pod {pod}", Timeout: 30 * time.Second, run: stepEvent},
 	{Name: "event {reason} on pod {pod} names {holder}", Timeout: 30 * time.Second, run: stepEvent},
 	{Name: "event {reason} on claim {name} says {text}", Timeout: 30 * time.Second, run: stepClaimEvent},
+	{Name: "event {reason} on pod {pod} says the handle must be the persistentvolume's name", Timeout: 2 * time.Minute, run: stepEventHandleNotName},
 	{Name: "event {reason} on pod {pod} says the persistentvolume is being deleted", Timeout: 30 * time.Second, run: stepEventDeleting},
 	{Name: "persistentvolume {name} has a {reason} event from {node}", Timeout: 30 * time.Second, run: stepPVEventFrom},
 	{Name: "pod {pod} stays pending for {duration}", Timeout: 2 * time.Minute, run: stepStaysPending},
@@ -111,6 +115,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "freeze the store container of {pod}", Timeout: 30 * time.Second, run: stepFreezeStoreContainer},
 	{Name: "kill node {node}", Timeout: 30 * time.Second, run: stepKillNode},
 	{Name: "watch the mounts of the copy on {node}", Timeout: 30 * time.Second, Defines: true, run: stepWatchMounts},
+	{Name: "in {watch}, the mount of {pod} stayed until nothing used it", Timeout: 30 * time.Second, run: stepMountStayedWhileBusy},
 	{Name: "stop {watch}: never more than one pod had the copy mounted", Timeout: 30 * time.Second, run: stepStopWatch},
 	{Name: "force delete pod {pod}", Timeout: 30 * time.Second, run: stepForceDelete},
 	{Name: "keep the mount of {pod} busy for {duration}", Timeout: 30 * time.Second, run: stepKeepMountBusy},
@@ -137,6 +142,9 @@ var vocabulary = compile([]*stepDef{
 	{Name: "no node of {nodes} other than {node} holds a copy", Timeout: 30 * time.Second, run: stepNoOtherNodeHoldsACopy},
 	{Name: "remember the nodes of the store pods", Timeout: 30 * time.Second, Defines: true, run: stepRememberNodes},
 	{Name: "persistentvolume {name} has a {reason} event from each of {nodes}", Timeout: 30 * time.Second, run: stepPVEventFromEach},
+	{Name: "remove the record of {node} from persistentvolume {name}", Timeout: 30 * time.Second, run: stepRemoveRecord},
+	{Name: "take the binding of admission policy {name} away until the scenario ends", Timeout: 30 * time.Second, run: stepPolicyOff},
+	{Name: "node {node} holds nothing of persistentvolume {name}", Timeout: 30 * time.Second, run: stepHoldsNothingOf},
 	{Name: "persistentvolume {name} records only {node}", Timeout: 30 * time.Second, run: stepPVRecordsOnly},
 	{Name: "clear the claim uid of persistentvolume {name}", Timeout: 30 * time.Second, run: stepClearClaimUID},
 	{Name: "as the driver on {node}, changing the claimRef of persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverChangesClaimRef},
@@ -569,6 +577,16 @@ func stepEvent(ctx context.Context, r *Run, a args) error {
 func stepClaimEvent(ctx context.Context, r *Run, a args) error {
 	what := fmt.Sprintf("a %s event on claim %s mentioning %q", a["reason"], a["name"], a["text"])
 	return r.waitEvent(ctx, r.ns(), a["name"], a["reason"], a["text"], what)
+}
+
+func stepEventHandleNotName(ctx context.Context, r *Run, a args) error {
+	const says = "a per-node PersistentVolume's volumeHandle must be its own name"
+	what := fmt.Sprintf("a %s event on pod %s saying %q", a["reason"], a["pod"], says)
+	return r.waitEvent(ctx, r.ns(), a["pod"], a["reason"], says, what)
+}
+
+func stepHoldsNothingOf(ctx context.Context, r *Run, a args) error {
+	return r.untilNoCopy(ctx, a["node"], a["name"], deadline(ctx))
 }
 
 func stepEventDeleting(ctx context.Context, r *Run, a args) error {

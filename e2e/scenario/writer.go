@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,17 +142,24 @@ func (w *writer) write(ctx context.Context, r *Run, pod, key string) {
 // not serve.
 const sampleRead = 30 * time.Second
 
-// sample reads the last acknowledged key from every live pod at once. A
-// copy fails the sample when it answers the read with anything but the
-// acknowledged value; a read that could not be made (the exec failed or
-// timed out) proves nothing either way and counts as neither.
+// sampleAge: a sample reads the newest write acknowledged at least this
+// long before, which every copy serving then was sent at once.
+const sampleAge = time.Second
+
+// sample reads, from every live pod at once and from its own copy alone (no
+// read repair: a copy that lacks the write does not serve it), the newest
+// write acknowledged at least sampleAge before. A copy fails the sample
+// when it answers with anything but the acknowledged value; a read that
+// could not be made (the exec failed or timed out) proves nothing either
+// way and counts as neither.
 func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 	w.mu.Lock()
-	if len(w.acked) == 0 {
+	i := sort.Search(len(w.ackTimes), func(i int) bool { return w.ackTimes[i].After(time.Now().Add(-sampleAge)) }) - 1
+	if i < 0 {
 		w.mu.Unlock()
 		return
 	}
-	last := w.acked[len(w.acked)-1]
+	last := w.acked[i]
 	w.mu.Unlock()
 	answers := make([]string, len(live))
 	unread := make([]bool, len(live))
@@ -160,7 +168,7 @@ func (w *writer) sample(ctx context.Context, r *Run, live []corev1.Pod) {
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, sampleRead)
 			defer cancel()
-			out, err := w.exec(rctx, r, p.Name, "get", last.Key)
+			out, err := w.exec(rctx, r, p.Name, "get-local", last.Key)
 			switch {
 			case errors.Is(err, harness.ErrUnobserved):
 				unread[j] = true

@@ -1,0 +1,95 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// Steps that make the store's copies differ: a setting of the store, and
+// a network cut between its pods that leaves every other address reachable.
+
+// stepSetEnv sets one environment variable of a deployment's first
+// container (a new pod template: the deployment rolls its pods).
+func stepSetEnv(ctx context.Context, r *Run, a args) error {
+	var d appsv1.Deployment
+	if err := r.env.R.Get(ctx, a["name"], r.ns(), &d); err != nil {
+		return err
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return fmt.Errorf("deployment %s has no container", a["name"])
+	}
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"env":[{"name":%q,"value":%q}]}]}}}}`,
+		d.Spec.Template.Spec.Containers[0].Name, a["key"], a["value"])
+	return r.patchDeployment(ctx, a["name"], patch)
+}
+
+// stepCutStorePods drops, in each serving store pod's network namespace,
+// every packet from the other store pods: replication, pulls and read
+// repair between them all fail, while any other pod (a copy that starts
+// later, the checks) still reaches each of them.
+func stepCutStorePods(ctx context.Context, r *Run, _ args) error {
+	pods, err := r.servingStorePods(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pods) < 2 {
+		return fmt.Errorf("%d serving store pods: nothing to cut apart (%s)", len(pods), r.podsReport(ctx))
+	}
+	for _, p := range pods {
+		var rules []string
+		for _, o := range pods {
+			if o.Name != p.Name {
+				rules = append(rules, fmt.Sprintf("nsenter -t $pid -n iptables -I INPUT -s %s -j DROP", o.Status.PodIP))
+			}
+		}
+		script := strings.Join(rules, "\n") + "\necho \"pid $pid drops: $(nsenter -t $pid -n iptables -S INPUT | grep -c DROP) sources\""
+		if err := r.inStoreProcess(ctx, p.Name, script); err != nil {
+			return fmt.Errorf("cut store pod %s off from the others: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// stepNoCopyHoldsAll reads the copy of every serving store pod on its node's
+// disk, every second for the duration, and fails the moment one holds all
+// of the list: the copies differ, and keep differing.
+func stepNoCopyHoldsAll(ctx context.Context, r *Run, a args) error {
+	want, err := r.written(a)
+	if err != nil {
+		return err
+	}
+	pods, err := r.servingStorePods(ctx)
+	if err != nil {
+		return err
+	}
+	rounds, failed := 0, error(nil)
+	err = holdsFor(ctx, a["duration"], func() error {
+		for _, p := range pods {
+			recs, err := r.diskRecords(ctx, p.Spec.NodeName, -1)
+			if err != nil {
+				// A read that failed (a busy node) sees nothing; the next
+				// second reads again.
+				failed = err
+				return nil
+			}
+			if len(contentsOf(recs).lacks(want)) == 0 {
+				return fmt.Errorf("%w: the copy of store pod %s on %s holds all %d records of %s: the copies do not differ",
+					harness.ErrNotSeen, p.Name, p.Spec.NodeName, len(want), a["raw:list"])
+			}
+		}
+		rounds++
+		return nil
+	})
+	if err == nil && rounds == 0 {
+		return harness.Unobserved(fmt.Errorf("no read of every copy succeeded in %s: %w", a["duration"], failed))
+	}
+	return err
+}
