@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilexec "k8s.io/client-go/util/exec"
 
 	"liken.sh/per-node/e2e/internal/harness"
@@ -701,7 +702,41 @@ func stepHeldWhenReady(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
+	if err := r.readyNoEarlierThan(ctx, a["pod"], *st.ReadyAt); err != nil {
+		return err
+	}
 	return r.heldInFirstLines(ctx, a["pod"], st.RecordsAtReady, want, "when it turned ready at "+st.ReadyAt.Format(time.RFC3339Nano))
+}
+
+// readyNoEarlierThan waits for the pod's Ready condition (kubelet's, on the
+// API server) and requires that it turned true no earlier than the store
+// says its copy did: the store's own account of when it turned ready, and
+// what it held then, is only the copy's content at the moment the pod
+// turned Ready if the store did not stamp it later. The condition's time
+// is cut to the second.
+func (r *Run) readyNoEarlierThan(ctx context.Context, pod string, storeReady time.Time) error {
+	var ready metav1.Time
+	err := harness.Until(ctx, "pod "+pod+" to be Ready", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var p corev1.Pod
+		if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
+			return false, "", harness.Unobserved(err)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = c.LastTransitionTime
+				return true, "", nil
+			}
+		}
+		return false, "not Ready: " + r.podsReport(ctx), nil
+	})
+	if err != nil {
+		return err
+	}
+	if storeReady.After(ready.Add(time.Second)) {
+		return fmt.Errorf("%w: pod %s turned Ready at %s (its condition on the API server), but its store says its copy turned ready later, at %s",
+			harness.ErrNotSeen, pod, ready.UTC().Format(time.RFC3339), storeReady.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func (r *Run) heldInFirstLines(ctx context.Context, pod string, lines int, want []kv.Record, when string) error {

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -46,24 +47,43 @@ func NewKernel() *Kernel {
 }
 
 // Bind implements Mounter.
+//
+// With flags, the mount at target must carry them from the moment it is
+// made: target is under kubelet's pod directory, which the driver's
+// container shares with the node (Bidirectional), so kubelet and the
+// container runtime see a copy of each mount made there, and the pod gets
+// that copy. A remount changes the one mount remounted, never its copies.
+// So the flags go on a staging mount of source first (next to source, in
+// the copies root, which the node does not see: its propagation is
+// HostToContainer), and target is a bind of that mount, which starts with
+// its flags wherever it is copied.
 func (k *Kernel) Bind(source, target string, flags uintptr) error {
-	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
-	}
 	if flags == 0 {
+		if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
+		}
 		return nil
 	}
 	// A bind remount sets every per-mount flag at once: keep what the
 	// source's mount forbids, or the remount would allow it.
 	var src unix.Statfs_t
 	if err := unix.Statfs(source, &src); err != nil {
-		_ = unix.Unmount(target, 0)
 		return fmt.Errorf("read the flags of %s: %w", source, err)
 	}
-	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|flags|kept(src.Flags), ""); err != nil {
-		// Never leave a mount that allows more than was asked.
-		_ = unix.Unmount(target, 0)
-		return fmt.Errorf("remount %s with the asked flags: %w", target, err)
+	stage, err := os.MkdirTemp(filepath.Dir(source), ".bind-")
+	if err != nil {
+		return fmt.Errorf("make a staging directory for %s: %w", source, err)
+	}
+	defer func() { _ = os.Remove(stage) }()
+	if err := unix.Mount(source, stage, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind mount %s at %s: %w", source, stage, err)
+	}
+	defer func() { _ = unix.Unmount(stage, 0) }()
+	if err := unix.Mount("", stage, "", unix.MS_BIND|unix.MS_REMOUNT|flags|kept(src.Flags), ""); err != nil {
+		return fmt.Errorf("remount %s with the asked flags: %w", stage, err)
+	}
+	if err := unix.Mount(stage, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
 	}
 	return nil
 }

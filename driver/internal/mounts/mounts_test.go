@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -85,6 +86,52 @@ func TestKernelBind(t *testing.T) {
 			assert.Assert(t, !mounted)
 		})
 	}
+}
+
+// The driver mounts in its container's mount namespace, under kubelet's pod
+// directory (Bidirectional: a shared mount); kubelet and the container
+// runtime see a propagated copy of each mount, and the pod gets that copy.
+// A remount changes the flags of the one mount remounted, never of its
+// copies: the flags must be on the mount when it is made. (Seen in scenario
+// 38: the node's mount table showed a read-only publish as rw,relatime.)
+func TestFlagsReachTheMountsCopyInAnotherNamespace(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	shared, src := filepath.Join(dir, "kubelet"), filepath.Join(dir, "volumes", "v", "data")
+	target := filepath.Join(shared, "target")
+	assert.NilError(t, os.MkdirAll(src, 0o755))
+	assert.NilError(t, os.Mkdir(shared, 0o755))
+	assert.NilError(t, unix.Mount("tmpfs", shared, "tmpfs", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
+	assert.NilError(t, unix.Mount("", shared, "", unix.MS_SHARED, ""))
+	assert.NilError(t, os.Mkdir(target, 0o755))
+
+	const flags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	errc := make(chan error)
+	go func() {
+		// A thread of its own in a mount namespace of its own, as the
+		// driver's container is; never unlocked, so the thread ends with
+		// the goroutine and its namespace with it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- err
+			return
+		}
+		errc <- NewKernel().Bind(src, target, flags)
+	}()
+	assert.NilError(t, <-errc)
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+
+	var st unix.Statfs_t
+	assert.NilError(t, unix.Statfs(target, &st))
+	for _, f := range []struct {
+		name string
+		flag int64
+	}{{"ro", unix.ST_RDONLY}, {"nosuid", unix.ST_NOSUID}, {"nodev", unix.ST_NODEV}, {"noexec", unix.ST_NOEXEC}} {
+		assert.Assert(t, st.Flags&f.flag != 0, "the copy of the mount in the namespace that did not make it is not %s (flags %#x)", f.name, st.Flags)
+	}
+	err := os.WriteFile(filepath.Join(target, "f"), []byte("x"), 0o644)
+	assert.ErrorContains(t, err, "read-only file system")
 }
 
 func TestIsMountPointMissingPath(t *testing.T) {
