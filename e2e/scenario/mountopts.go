@@ -58,6 +58,30 @@ func stepMountHasOptions(ctx context.Context, r *Run, a args) error {
 	})
 }
 
+// stepPodSeesOptions reads the mount table inside the pod's container: its
+// mount at path has every option of the comma list.
+func stepPodSeesOptions(ctx context.Context, r *Run, a args) error {
+	want := strings.Split(a["options"], ",")
+	what := fmt.Sprintf("pod %s to see %s mounted with the options %s", a["pod"], a["path"], a["options"])
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var stdout, stderr bytes.Buffer
+		cmd := []string{"/probe", "cat", "/proc/self/mountinfo"}
+		if err := r.env.R.ExecInPod(ctx, r.ns(), a["pod"], "probe", cmd, &stdout, &stderr); err != nil {
+			return false, "", harness.Unobserved(fmt.Errorf("read the mount table in pod %s: %w: %s", a["pod"], err, stderr.String()))
+		}
+		got, ok := mountOptions(stdout.String(), a["path"])
+		if !ok {
+			return false, a["path"] + " is not a mount point in the pod", nil
+		}
+		for _, o := range want {
+			if !slices.Contains(got, o) {
+				return false, "mounted with " + strings.Join(got, ","), nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
 // stepWriteInPodRefused runs the probe's write in the pod: it must fail,
 // and say the filesystem is read-only.
 func stepWriteInPodRefused(ctx context.Context, r *Run, a args) error {

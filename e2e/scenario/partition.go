@@ -5,16 +5,19 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 
 	"liken.sh/per-node/e2e/internal/harness"
+	"liken.sh/per-node/fixtures/store/kv"
 )
 
-// Steps that make the store's copies differ: a setting of the store, and
-// a network cut between its pods that leaves every other address reachable.
+// Steps that make the store's copies differ or agree on purpose: a setting
+// of the store, a network cut between its pods that leaves every other
+// address reachable, and writes over keys already written.
 
 // stepSetEnv sets one environment variable of a deployment's first
 // container (a new pod template: the deployment rolls its pods).
@@ -92,4 +95,70 @@ func stepNoCopyHoldsAll(ctx context.Context, r *Run, a args) error {
 		return harness.Unobserved(fmt.Errorf("no read of every copy succeeded in %s: %w", a["duration"], failed))
 	}
 	return err
+}
+
+// stepOverwrite writes every key of the list again, through pod, with a new
+// value: the record it defines is each key's latest write.
+func stepOverwrite(ctx context.Context, r *Run, a args) error {
+	old, err := r.written(a)
+	if err != nil {
+		return err
+	}
+	cmd := []string{"put-keys", r.writePrefix(a["as"]) + "="}
+	for _, rec := range old {
+		cmd = append(cmd, rec.Key)
+	}
+	out, err := r.execStore(ctx, a["pod"], cmd...)
+	recs, perr := kv.Read(strings.NewReader(out))
+	if err == nil {
+		err = perr
+	}
+	if err != nil || len(recs) != len(old) {
+		return fmt.Errorf("%d of %d overwrites were acknowledged by %s: %v", len(recs), len(old), a["pod"], err)
+	}
+	r.defineWritten(a["as"], recs)
+	return nil
+}
+
+// stepEveryPodServes asks every serving store pod, from its own copy alone,
+// for each key of the list: it must answer with the list's value (the
+// store's answer, not the suite's reckoning from a dump).
+func stepEveryPodServes(ctx context.Context, r *Run, a args) error {
+	want, err := r.written(a)
+	if err != nil {
+		return err
+	}
+	keys := []string{"get-local"}
+	for _, w := range want {
+		keys = append(keys, w.Key)
+	}
+	what := fmt.Sprintf("every store pod to serve the %d records of %s from its own copy", len(want), a["raw:list"])
+	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		pods, err := r.servingStorePods(ctx)
+		if err != nil {
+			return false, "", harness.Unobserved(err)
+		}
+		var wrong []string
+		for _, p := range pods {
+			out, err := r.execStore(ctx, p.Name, keys...)
+			if errors.Is(err, harness.ErrUnobserved) {
+				return false, "", err
+			}
+			got := strings.Split(out, "\n")
+			for i, w := range want {
+				if err != nil || i >= len(got) || got[i] != w.Value {
+					wrong = append(wrong, fmt.Sprintf("%s: %s = %q, want %q (%v)", p.Name, w.Key, at(got, i), w.Value, err))
+					break
+				}
+			}
+		}
+		return len(pods) > 0 && len(wrong) == 0, fmt.Sprintf("%d serving pods; %s", len(pods), strings.Join(wrong, "; ")), nil
+	})
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
 }
