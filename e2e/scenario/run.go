@@ -194,7 +194,9 @@ func (r *Run) expect(ctx context.Context, s Step, want *unstructured.Unstructure
 		return ok, "", err
 	})
 	if err != nil {
-		return fmt.Errorf("waited %s; expected (%s):\n%s\nseen:\n%s", time.Since(start).Round(time.Second), quantifier(s.Expect), toYAML(want.Object), last)
+		// %w keeps Until's verdict: no match seen (a broken promise), or
+		// the objects could not be read.
+		return fmt.Errorf("waited %s; expected (%s):\n%s\nseen:\n%s\n(%w)", time.Since(start).Round(time.Second), quantifier(s.Expect), toYAML(want.Object), last, err)
 	}
 	if s.Expect.For == 0 {
 		return nil
@@ -202,7 +204,7 @@ func (r *Run) expect(ctx context.Context, s Step, want *unstructured.Unstructure
 	return holdsFor(ctx, s.Expect.For.String(), func() error {
 		ok, report, err := r.matches(ctx, s.Expect, want)
 		if err == nil && !ok {
-			err = fmt.Errorf("matched, then stopped matching within %s; expected:\n%s\nseen:\n%s", s.Expect.For, toYAML(want.Object), report)
+			err = fmt.Errorf("%w: matched, then stopped matching within %s; expected:\n%s\nseen:\n%s", harness.ErrNotSeen, s.Expect.For, toYAML(want.Object), report)
 		}
 		return err
 	})
