@@ -80,7 +80,7 @@ lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code,
 fuzz: ## Fuzz the handle validation, the reading of node records and mount options, FUZZTIME each (default 60s).
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
 	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
-	go test -run '^$$' -fuzz FuzzFlags -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
+	go test -run '^$$' -fuzz FuzzCheckOptions -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
 
 .PHONY: mutants-unit
 mutants-unit: ## Every deliberate break of e2e/mutants/ against the unit tests it names; prints caught or SURVIVED and the score (MUTANTS=regexp some).

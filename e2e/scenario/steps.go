@@ -91,6 +91,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "event {reason} on pod {pod} names {holder}", Timeout: 30 * time.Second, run: stepEvent},
 	{Name: "event {reason} on claim {name} says {text}", Timeout: 30 * time.Second, run: stepClaimEvent},
 	{Name: "event {reason} on pod {pod} says the handle must be the persistentvolume's name", Timeout: 2 * time.Minute, run: stepEventHandleNotName},
+	{Name: "event {reason} on pod {pod} says mount options {options} would not reach the pod", Timeout: 2 * time.Minute, run: stepEventOptionsNotInPod},
 	{Name: "event {reason} on pod {pod} says the persistentvolume is being deleted", Timeout: 30 * time.Second, run: stepEventDeleting},
 	{Name: "persistentvolume {name} has a {reason} event from {node}", Timeout: 30 * time.Second, run: stepPVEventFrom},
 	{Name: "pod {pod} stays pending for {duration}", Timeout: 2 * time.Minute, run: stepStaysPending},
@@ -589,6 +590,12 @@ func stepClaimEvent(ctx context.Context, r *Run, a args) error {
 
 func stepEventHandleNotName(ctx context.Context, r *Run, a args) error {
 	const says = "a per-node PersistentVolume's volumeHandle must be its own name"
+	what := fmt.Sprintf("a %s event on pod %s saying %q", a["reason"], a["pod"], says)
+	return r.waitEvent(ctx, r.ns(), a["pod"], a["reason"], says, what)
+}
+
+func stepEventOptionsNotInPod(ctx context.Context, r *Run, a args) error {
+	says := "mount options that would not reach the pod: the container runtime mounts a volume into a container with only rw or ro, and clears every other flag: " + a["options"]
 	what := fmt.Sprintf("a %s event on pod %s saying %q", a["reason"], a["pod"], says)
 	return r.waitEvent(ctx, r.ns(), a["pod"], a["reason"], says, what)
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,32 +91,43 @@ func (k *Kernel) Bind(source, target string, flags uintptr) error {
 // directory.
 var ErrUnknownOption = errors.New("mount options that mean nothing for a per-node volume (a bind mount of a directory)")
 
-// options are the mount options a bind mount honours, and their flags
-// ("rw" and the like are the default and add nothing).
-var options = map[string]uintptr{
-	"ro": unix.MS_RDONLY, "rw": 0,
-	"nosuid": unix.MS_NOSUID, "suid": 0, "nodev": unix.MS_NODEV, "dev": 0, "noexec": unix.MS_NOEXEC, "exec": 0,
-	"noatime": unix.MS_NOATIME, "nodiratime": unix.MS_NODIRATIME, "relatime": unix.MS_RELATIME, "strictatime": unix.MS_STRICTATIME,
-}
+// ErrNotInPod: a mount option a bind mount could set, but that would never
+// reach the pod. The container runtime bind-mounts the volume into the
+// container with only rw or ro (all the CRI can say) and sets every other
+// flag of that mount to its default (runc since 1.2, crun), so a
+// PersistentVolume's nosuid, noexec or ro would hold on the node's mount and
+// not in the pod.
+var ErrNotInPod = errors.New("mount options that would not reach the pod: the container runtime mounts a volume into a container with only rw or ro, and clears every other flag")
 
-// Flags turns a PersistentVolume's mountOptions into mount flags; any
-// option a bind mount cannot honour is refused (ErrUnknownOption, naming
-// them all), never ignored.
-func Flags(opts []string) (uintptr, error) {
-	var flags uintptr
-	var unknown []string
+// defaults restate what every mount into a pod gets: accepted, they change
+// nothing. notInPod are refused with ErrNotInPod.
+var (
+	defaults = []string{"rw", "suid", "dev", "exec", "relatime"}
+	notInPod = []string{"ro", "nosuid", "nodev", "noexec", "noatime", "nodiratime", "strictatime"}
+)
+
+// CheckOptions accepts a PersistentVolume's mountOptions when each restates
+// a default, and otherwise refuses them, naming every one refused.
+func CheckOptions(opts []string) error {
+	var lost, unknown []string
 	for _, o := range opts {
-		f, ok := options[o]
-		if !ok {
+		switch {
+		case slices.Contains(defaults, o):
+		case slices.Contains(notInPod, o):
+			lost = append(lost, o)
+		default:
 			unknown = append(unknown, o)
 		}
-		flags |= f
 	}
-	if len(unknown) > 0 {
-		known := slices.Sorted(maps.Keys(options))
-		return 0, fmt.Errorf("%w: %s (a per-node volume takes %s)", ErrUnknownOption, strings.Join(unknown, ", "), strings.Join(known, ", "))
+	switch {
+	case len(lost) > 0 && slices.Contains(lost, "ro"):
+		return fmt.Errorf("%w: %s (for a read-only volume, set readOnly: true on the pod's persistentVolumeClaim or volumeMount)", ErrNotInPod, strings.Join(lost, ", "))
+	case len(lost) > 0:
+		return fmt.Errorf("%w: %s", ErrNotInPod, strings.Join(lost, ", "))
+	case len(unknown) > 0:
+		return fmt.Errorf("%w: %s (a per-node volume takes only %s)", ErrUnknownOption, strings.Join(unknown, ", "), strings.Join(defaults, ", "))
 	}
-	return flags, nil
+	return nil
 }
 
 // kept maps the statfs flags a bind remount must carry over to mount flags.

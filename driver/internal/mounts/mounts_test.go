@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,44 +141,47 @@ func TestIsMountPointMissingPath(t *testing.T) {
 	assert.Assert(t, !mounted)
 }
 
-// Options a bind mount honours become flags; any other is refused, named.
-func TestFlagsRefuseWhatABindMountCannotHonour(t *testing.T) {
+// A PV's mountOptions are accepted when they restate the defaults; any
+// other is refused, named: those a bind mount could set because they would
+// not reach the pod, the rest because they mean nothing here.
+func TestOptionsThatWouldNotReachThePodAreRefused(t *testing.T) {
 	for _, tc := range []struct {
-		opts    []string
-		want    uintptr
-		unknown string
+		opts  []string
+		want  error
+		names string
 	}{
-		{nil, 0, ""},
-		{[]string{"ro", "nosuid", "nodev", "noexec"}, unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, ""},
-		{[]string{"rw", "relatime"}, unix.MS_RELATIME, ""},
-		{[]string{"nosuid", "discard", "vers=4.1"}, 0, "discard, vers=4.1"},
-		{[]string{""}, 0, ""},
+		{nil, nil, ""},
+		{[]string{"rw", "relatime", "suid", "dev", "exec"}, nil, ""},
+		{[]string{"ro"}, ErrNotInPod, "ro (for a read-only volume, set readOnly: true"},
+		{[]string{"rw", "nosuid", "nodev", "noexec"}, ErrNotInPod, "nosuid, nodev, noexec"},
+		{[]string{"noatime", "discard"}, ErrNotInPod, "noatime"},
+		{[]string{"discard", "vers=4.1"}, ErrUnknownOption, "discard, vers=4.1"},
+		{[]string{""}, ErrUnknownOption, ""},
 	} {
-		got, err := Flags(tc.opts)
-		if tc.unknown == "" && (len(tc.opts) != 1 || tc.opts[0] != "") {
+		err := CheckOptions(tc.opts)
+		if tc.want == nil {
 			assert.NilError(t, err, "%v", tc.opts)
-			assert.Equal(t, got, tc.want, "%v", tc.opts)
 			continue
 		}
-		assert.Assert(t, errors.Is(err, ErrUnknownOption), "%v: got %v", tc.opts, err)
-		assert.ErrorContains(t, err, tc.unknown)
+		assert.Assert(t, errors.Is(err, tc.want), "%v: got %v", tc.opts, err)
+		assert.ErrorContains(t, err, tc.names)
 	}
 }
 
-func FuzzFlags(f *testing.F) {
+func FuzzCheckOptions(f *testing.F) {
 	f.Add("ro,nosuid")
+	f.Add("rw,relatime")
 	f.Add("discard")
 	f.Fuzz(func(t *testing.T, joined string) {
 		opts := strings.Split(joined, ",")
-		flags, err := Flags(opts)
-		if err == nil {
-			for _, o := range opts {
-				if _, ok := options[o]; !ok {
-					t.Fatalf("%q accepted", o)
-				}
+		err := CheckOptions(opts)
+		for _, o := range opts {
+			if err == nil && !slices.Contains(defaults, o) {
+				t.Fatalf("%q accepted", o)
 			}
-		} else if flags != 0 {
-			t.Fatalf("a refusal came with flags %#x", flags)
+		}
+		if err != nil && !errors.Is(err, ErrNotInPod) && !errors.Is(err, ErrUnknownOption) {
+			t.Fatalf("refused with no known error: %v", err)
 		}
 	})
 }

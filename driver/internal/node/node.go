@@ -40,10 +40,10 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err := targetNamesHandle(handle, target); err != nil {
 		return nil, err
 	}
-	flags, err := mounts.Flags(capability.GetMount().GetMountFlags())
-	if err != nil {
+	if err := mounts.CheckOptions(capability.GetMount().GetMountFlags()); err != nil {
 		return nil, invalid("volume %q: %v; remove them from the PersistentVolume's mountOptions", handle, err)
 	}
+	var flags uintptr
 	if req.GetReadonly() || readOnlyMode(capability.GetAccessMode().GetMode()) {
 		flags |= unix.MS_RDONLY
 	}
