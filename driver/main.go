@@ -119,6 +119,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	m := metrics.New()
+	m.BuildInfo(version)
 	m.ForClientGo()
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(),
 		KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL, Metrics: m}

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +104,30 @@ func New() *Metrics {
 	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.api, m.apiLatency, m.apiWait,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// BuildInfo registers per_node_build_info, always 1, labelled with the
+// driver's version, the VCS revision it was built from ("unknown" when the
+// build recorded none) and the Go version.
+func (m *Metrics) BuildInfo(version string) {
+	if m == nil {
+		return
+	}
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Always 1: the driver's version, the revision it was built from and its Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "go_version": runtime.Version()},
+	})
+	g.Set(1)
+	m.registry.MustRegister(g)
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -5,8 +5,13 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +101,38 @@ func TestAPILatencyByVerb(t *testing.T) {
 				assert.Assert(t, math.Abs(s.GetHistogram().GetSampleSum()-0.010) < 1e-9, "sum %v", s.GetHistogram().GetSampleSum())
 			}
 		}
+	}
+}
+
+// per_node_build_info says which driver answers: its version and Go's.
+func TestBuildInfo(t *testing.T) {
+	m := New()
+	m.BuildInfo("v0.1.0")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	want := fmt.Sprintf(`per_node_build_info{go_version=%q,revision=`, runtime.Version())
+	body := rec.Body.String()
+	assert.Assert(t, strings.Contains(body, want), "no %s in:\n%s", want, body)
+	assert.Assert(t, strings.Contains(body, `version="v0.1.0"} 1`), "body:\n%s", body)
+}
+
+// docs/operating.md lists every metric the registry serves of its own (the
+// node's and the reclaim controller's collectors are checked where they are
+// made).
+func TestOperatingDocListsEveryMetric(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/operating.md")
+	assert.NilError(t, err)
+	m := New()
+	m.BuildInfo("dev")
+	m.RPC("/csi.v1.Node/NodePublishVolume", "OK", time.Millisecond)
+	m.Refused(RefusedHeld)
+	families, err := m.registry.Gather()
+	assert.NilError(t, err)
+	for _, f := range families {
+		name := f.GetName()
+		if !strings.HasPrefix(name, namespace+"_") {
+			continue
+		}
+		assert.Check(t, strings.Contains(string(doc), "`"+name+"`"), "docs/operating.md does not list the metric %s", name)
 	}
 }
