@@ -5,8 +5,8 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"liken.sh/per-node/driver/internal/reclaim"
