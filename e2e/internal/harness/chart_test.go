@@ -166,3 +166,21 @@ func TestTheDriverMayWriteEventsOnlyInDefault(t *testing.T) {
 	}
 	assert.DeepEqual(t, roles, []string{"Role/default/per-node-node-events"})
 }
+
+// values.schema.json refuses a value the chart cannot mean, and a misspelt
+// key, before anything renders (helm lint, template and install all check it).
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct{ set, names string }{
+		{"logFormat=JSON", "/logFormat"},
+		{"logFormt=json", "logFormt"},
+		{"statsTTL=5 minutes", "/statsTTL"},
+		{"maxUnavailable=0", "/maxUnavailable"},
+		{"image.pullPolicy=always", "/image/pullPolicy"},
+		{"metrics.serviceMonitor.enable=true", "enable"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := RenderChart(context.Background(), repoRoot(t), "--set", tc.set)
+			assert.ErrorContains(t, err, tc.names)
+		})
+	}
+}
