@@ -5,6 +5,8 @@ package harness
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -183,4 +185,29 @@ func TestChartRefusesBadValues(t *testing.T) {
 			assert.ErrorContains(t, err, tc.names)
 		})
 	}
+}
+
+// The chart's README lists every value with its default and its comment,
+// generated from values.yaml (UPDATE=1 go test ./e2e/internal/harness -run
+// ChartReadme rewrites it).
+func TestChartReadmeIsGeneratedFromValues(t *testing.T) {
+	const start, end = "<!-- values: generated from values.yaml by TestChartReadmeIsGeneratedFromValues -->\n", "<!-- end of values -->"
+	dir := filepath.Join(repoRoot(t), "charts", "per-node")
+	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	assert.NilError(t, err)
+	table, err := ValuesTable(values)
+	assert.NilError(t, err)
+	path := filepath.Join(dir, "README.md")
+	readme, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	before, rest, ok := strings.Cut(string(readme), start)
+	assert.Assert(t, ok, "charts/per-node/README.md has no line %q", start)
+	_, after, ok := strings.Cut(rest, end)
+	assert.Assert(t, ok, "charts/per-node/README.md has no line %q", end)
+	want := before + start + table + end + after
+	if os.Getenv("UPDATE") != "" {
+		assert.NilError(t, os.WriteFile(path, []byte(want), 0o644))
+		return
+	}
+	assert.Equal(t, string(readme), want, "charts/per-node/README.md is stale: run UPDATE=1 go test ./e2e/internal/harness -run ChartReadme")
 }
