@@ -43,9 +43,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The driver image: repository@digest, or repository:tag (appVersion by default). */}}
 {{- define "per-node.image" -}}
+{{- $repo := required "image.repository is required: no public registry holds the driver image; build it (make image), push it to your registry, and set image.repository and image.tag" .Values.image.repository }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repo .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace of the driver's objects. */}}
+{{- define "per-node.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The driver's ServiceAccount. */}}
+{{- define "per-node.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "per-node.nodeName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}

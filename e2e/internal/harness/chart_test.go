@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// anImage is the one value the chart requires: the driver image.
+var anImage = []string{"--set", "image.repository=per-node.liken.sh/driver"}
+
 // The chart renders as recorded, with its defaults and with every value set
 // (UPDATE: go test ./e2e/internal/harness -run ChartGolden -update).
 func TestChartGolden(t *testing.T) {
@@ -25,7 +28,7 @@ func TestChartGolden(t *testing.T) {
 		golden string
 		flags  []string
 	}{
-		{"chart-default.golden.yaml", nil},
+		{"chart-default.golden.yaml", anImage},
 		{"chart-values.golden.yaml", []string{"--values", "e2e/internal/harness/testdata/chart-values.yaml"}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -41,7 +44,7 @@ func TestChartGolden(t *testing.T) {
 // and the Namespace (Helm installs into one: --create-namespace).
 func TestChartAndDeployRenderTheSameObjects(t *testing.T) {
 	repo := repoRoot(t)
-	manifest, err := RenderChart(context.Background(), repo)
+	manifest, err := RenderChart(context.Background(), repo, anImage...)
 	assert.NilError(t, err)
 	fromChart, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -64,7 +67,7 @@ func TestChartAndDeployRenderTheSameObjects(t *testing.T) {
 func TestChartValues(t *testing.T) {
 	ctx := context.Background()
 	repo := repoRoot(t)
-	out, err := RenderChart(ctx, repo, "--set", "kubeletDir=/var/snap/microk8s/common/var/lib/kubelet/",
+	out, err := RenderChart(ctx, repo, "--set", "image.repository=per-node.liken.sh/driver", "--set", "kubeletDir=/var/snap/microk8s/common/var/lib/kubelet/",
 		"--set", "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
 	assert.NilError(t, err)
 	objs, err := Objects(out)
@@ -88,7 +91,7 @@ func TestChartValues(t *testing.T) {
 		assert.Assert(t, strings.HasPrefix(path, "/var/snap/microk8s/common/var/lib/kubelet/") || path == "/var/lib/per-node.liken.sh", "hostPath %q", path)
 	}
 
-	out, err = RenderChart(ctx, repo, "--set", "admissionPolicy.enabled=false")
+	out, err = RenderChart(ctx, repo, append(anImage, "--set", "admissionPolicy.enabled=false")...)
 	assert.NilError(t, err)
 	objs, err = Objects(out)
 	assert.NilError(t, err)
@@ -96,7 +99,7 @@ func TestChartValues(t *testing.T) {
 		assert.Assert(t, !strings.HasPrefix(key, "ValidatingAdmissionPolicy"), "rendered %s with the policy off", key)
 	}
 
-	_, err = RenderChart(ctx, repo, "--set", "metrics.serviceMonitor.enabled=true")
+	_, err = RenderChart(ctx, repo, append(anImage, "--set", "metrics.serviceMonitor.enabled=true")...)
 	assert.ErrorContains(t, err, "metrics.serviceMonitor.enabled needs metrics.service.enabled")
 }
 
@@ -149,7 +152,7 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 // one Role that does is in "default" (scenario 20 checks the API server's
 // answers on a cluster).
 func TestTheDriverMayWriteEventsOnlyInDefault(t *testing.T) {
-	manifest, err := RenderChart(context.Background(), repoRoot(t))
+	manifest, err := RenderChart(context.Background(), repoRoot(t), anImage...)
 	assert.NilError(t, err)
 	objs, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -179,6 +182,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"maxUnavailable=0", "/maxUnavailable"},
 		{"image.pullPolicy=always", "/image/pullPolicy"},
 		{"metrics.serviceMonitor.enable=true", "enable"},
+		{"image.tag=v1", "image.repository is required"},
+		{"serviceAccount.create=false", "serviceAccount.name is required"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := RenderChart(context.Background(), repoRoot(t), "--set", tc.set)
