@@ -5,7 +5,9 @@
 # docker is absent, and starts dockerd when it is not running. Where the
 # capability bounding set is smaller than the kernel's (privileged containers
 # then fail with "unable to apply caps"), dockerd's default runtime becomes
-# per-node-runc, which drops what the host cannot grant before calling runc.
+# per-node-runc, which drops what the host cannot grant before calling runc:
+# merged into /etc/docker/daemon.json, and dockerd restarted only through
+# systemd or when this script started it.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 log() { printf '[docker %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -16,7 +18,48 @@ if ! command -v dockerd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 fi
 
+# dockerd started by this script (no service manager): its pid, so that only
+# that one is ever restarted by it.
+pidfile=/run/per-node-dockerd.pid
+systemd() { command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; }
+
+start_dockerd() {
+  log "starting dockerd"
+  if systemd; then
+    systemctl start docker
+  else
+    nohup dockerd >/var/log/dockerd.log 2>&1 &
+    echo $! > "$pidfile"
+  fi
+  for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/dockerd.log"; tail -20 /var/log/dockerd.log >&2; exit 1; }
+}
+
+# Restarts a running dockerd for a new configuration: through systemd, or
+# the dockerd this script started; any other it leaves to the operator.
+restart_dockerd() {
+  docker info >/dev/null 2>&1 || return 0
+  if systemd; then
+    log "restarting docker (systemctl) for the new runtime"
+    systemctl restart docker
+  elif [[ -f "$pidfile" ]] && [[ "$(cat /proc/"$(cat "$pidfile")"/comm 2>/dev/null)" == dockerd ]]; then
+    log "restarting the dockerd this script started, for the new runtime"
+    kill "$(cat "$pidfile")"
+    for _ in $(seq 1 100); do docker info >/dev/null 2>&1 || break; sleep 0.1; done
+    start_dockerd
+  elif [[ -x /etc/init.d/docker ]] && command -v service >/dev/null; then
+    log "restarting docker (service) for the new runtime"
+    service docker restart >/dev/null
+    for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  else
+    log "dockerd runs outside a service manager and was not started here: restart it yourself so that it reads /etc/docker/daemon.json"
+    exit 1
+  fi
+}
+
 # The bounding set lacks capabilities when it is not all ones up to cap_last_cap.
+# Then dockerd's default runtime becomes the shim, merged into daemon.json
+# (every other setting kept).
 last="$(cat /proc/sys/kernel/cap_last_cap)"
 full=$(( (1 << (last + 1)) - 1 ))
 bnd=$(( 16#$(awk '/^CapBnd/ {print $2}' /proc/self/status) ))
@@ -24,27 +67,11 @@ shim=""
 if (( bnd != full )); then
   shim=/usr/local/bin/per-node-runc
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$shim.new" ./e2e/cmd/per-node-runc && mv "$shim.new" "$shim")
-  mkdir -p /etc/docker
-  want="{\"runtimes\": {\"per-node-runc\": {\"path\": \"$shim\"}}, \"default-runtime\": \"per-node-runc\"}"
-  if [[ "$(cat /etc/docker/daemon.json 2>/dev/null)" != "$want" ]]; then
-    log "bounding set lacks capabilities: dockerd runs containers through $shim"
-    echo "$want" > /etc/docker/daemon.json
-    if docker info >/dev/null 2>&1; then
-      log "restarting dockerd for the new runtime"
-      pkill -x dockerd || true
-      for _ in $(seq 1 100); do pgrep -x dockerd >/dev/null || break; sleep 0.1; done
-    fi
+  if [[ "$(cd "$repo" && go run ./e2e/cmd/docker-config "$shim")" == changed ]]; then
+    log "bounding set lacks capabilities: dockerd runs containers through $shim (/etc/docker/daemon.json)"
+    restart_dockerd
   fi
 fi
 
-if ! docker info >/dev/null 2>&1; then
-  log "starting dockerd"
-  if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-    systemctl start docker
-  else
-    nohup dockerd >/var/log/dockerd.log 2>&1 &
-  fi
-  for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
-  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/dockerd.log"; tail -20 /var/log/dockerd.log >&2; exit 1; }
-fi
+docker info >/dev/null 2>&1 || start_dockerd
 log "docker $(docker version --format '{{.Server.Version}}') ready${shim:+ (runtime per-node-runc)}"
