@@ -58,21 +58,28 @@ type options struct {
 	rootMustBeMountPoint bool
 }
 
+// registerFlags defines the driver's own flags on fs (klog's and the
+// logging format's are added beside them) and returns --version's.
+// docs/operating.md's flags table is generated from them.
+func registerFlags(fs *flag.FlagSet, o *options) *bool {
+	fs.StringVar(&o.endpoint, "endpoint", "unix:///var/lib/kubelet/plugins/per-node.liken.sh/csi.sock", "CSI endpoint (unix socket)")
+	fs.StringVar(&o.nodeID, "node-id", "", "name of this node (required)")
+	fs.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
+	fs.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
+	fs.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz, /readyz and /metrics endpoints; empty disables them")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
+	fs.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
+	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
+	fs.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
+	fs.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
+	return fs.Bool("version", false, "print the version and exit")
+}
+
 func main() {
 	logs := logsapi.NewLoggingConfiguration()
 	logsapi.AddGoFlags(logs, flag.CommandLine) // -v, --vmodule, --logging-format=text|json
 	var o options
-	flag.StringVar(&o.endpoint, "endpoint", "unix:///var/lib/kubelet/plugins/per-node.liken.sh/csi.sock", "CSI endpoint (unix socket)")
-	flag.StringVar(&o.nodeID, "node-id", "", "name of this node (required)")
-	flag.StringVar(&o.root, "root", "/var/lib/per-node.liken.sh", "directory that holds this node's copies")
-	flag.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
-	flag.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz, /readyz and /metrics endpoints; empty disables them")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
-	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
-	flag.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
-	flag.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
-	flag.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
-	showVersion := flag.Bool("version", false, "print the version and exit")
+	showVersion := registerFlags(flag.CommandLine, &o)
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version)

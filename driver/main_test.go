@@ -5,8 +5,11 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -90,4 +93,36 @@ func TestMetricsAreServedBesideHealth(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	assert.Equal(t, rec.Code, http.StatusOK)
 	assert.Assert(t, strings.Contains(rec.Body.String(), `per_node_mount_refusals_total{reason="held"} 1`), "body:\n%s", rec.Body.String())
+}
+
+// docs/operating.md's flags table is the driver's own flags, generated
+// (UPDATE=1 go test ./driver -run FlagsTable rewrites it).
+func TestOperatingDocFlagsTable(t *testing.T) {
+	const start, end = "<!-- flags: generated from driver/main.go by TestOperatingDocFlagsTable -->\n", "<!-- end of flags -->"
+	fs := flag.NewFlagSet("per-node", flag.ContinueOnError)
+	var o options
+	registerFlags(fs, &o)
+	var b strings.Builder
+	b.WriteString("| flag | default | what |\n|---|---|---|\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s |\n", f.Name, def, f.Usage)
+	})
+	b.WriteString("\nAnd klog's and the logging configuration's: `--v`, `--vmodule`, `--logging-format` (`text` or `json`).\n")
+	const path = "../docs/operating.md"
+	doc, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	before, rest, ok := strings.Cut(string(doc), start)
+	assert.Assert(t, ok, "docs/operating.md has no line %q", start)
+	_, after, ok := strings.Cut(rest, end)
+	assert.Assert(t, ok, "docs/operating.md has no line %q", end)
+	want := before + start + b.String() + end + after
+	if os.Getenv("UPDATE") != "" {
+		assert.NilError(t, os.WriteFile(path, []byte(want), 0o644))
+		return
+	}
+	assert.Equal(t, string(doc), want, "docs/operating.md's flags table is stale: run UPDATE=1 go test ./driver -run FlagsTable")
 }
