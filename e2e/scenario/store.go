@@ -641,10 +641,17 @@ func stepFoundCount(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	if ok, err := compare(a["cmp"], st.RecordsOnDiskAtStart, want); err != nil || ok {
+	return foundCount(a["pod"], st, a["cmp"], want)
+}
+
+// foundCount compares what a copy found on disk at start with the step's
+// count: a count the store reports and the step does not expect is a
+// broken promise (found 20 where a fresh copy must find 0).
+func foundCount(pod string, st storeStatus, cmp string, want int) error {
+	if ok, err := compare(cmp, st.RecordsOnDiskAtStart, want); err != nil || ok {
 		return err
 	}
-	return fmt.Errorf("store pod %s found %d records on disk at start, expected %s %d (status %+v)", a["pod"], st.RecordsOnDiskAtStart, a["cmp"], want, st)
+	return fmt.Errorf("%w: store pod %s found %d records on disk at start, expected %s %d (status %+v)", harness.ErrNotSeen, pod, st.RecordsOnDiskAtStart, cmp, want, st)
 }
 
 func stepEveryFoundCount(ctx context.Context, r *Run, a args) error {

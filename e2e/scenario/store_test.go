@@ -4,12 +4,14 @@
 package scenario
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
 
+	"liken.sh/per-node/e2e/internal/harness"
 	"liken.sh/per-node/fixtures/store/kv"
 )
 
@@ -53,4 +55,13 @@ func TestLongestGapCountsFromStartToStop(t *testing.T) {
 	none := &writer{start: t0}
 	gap, _ = none.longestGap(t0.Add(30 * time.Second))
 	assert.Equal(t, gap, 30*time.Second, "no acknowledged write at all is one long gap")
+}
+
+// A count found on disk at start that the step does not expect is a broken
+// promise, not a failed action (unbound-copy-adopted said INCONCLUSIVE).
+func TestAnUnexpectedCountFoundAtStartIsABrokenPromise(t *testing.T) {
+	err := foundCount("p", storeStatus{RecordsOnDiskAtStart: 20}, "=", 0)
+	assert.Assert(t, errors.Is(err, harness.ErrNotSeen), "got %v", err)
+	assert.NilError(t, foundCount("p", storeStatus{RecordsOnDiskAtStart: 0}, "=", 0))
+	assert.Assert(t, !errors.Is(foundCount("p", storeStatus{}, "~", 0), harness.ErrNotSeen), "an unknown comparison is not a broken promise")
 }
