@@ -52,3 +52,32 @@ func stepTrashEmpty(ctx context.Context, r *Run, a args) error {
 		return strings.TrimSpace(out) == "", out, nil
 	})
 }
+
+// backupDir is where the suite keeps a node's copy it put aside, on that
+// node's disk, outside the copies root.
+const backupDir = "/var/lib/per-node-e2e-backup"
+
+// stepBackUpCopy copies a node's copy of the scenario's PV, as it is on
+// disk (its pv-uid included), aside on the node: what a file-level backup of
+// the whole volume directory would hold.
+func stepBackUpCopy(ctx context.Context, r *Run, a args) error {
+	pv := r.vars["pv"]
+	script := fmt.Sprintf("set -e; rm -rf %[1]s/%[2]s; mkdir -p %[1]s; cp -a %[3]s/volumes/%[2]s %[1]s/%[2]s; cat %[1]s/%[2]s/pv-uid", backupDir, pv, copiesRoot)
+	out, err := r.onNode(ctx, a["node"], "sh", "-c", script)
+	if err != nil {
+		return fmt.Errorf("back up the copy on %s: %w: %s", a["node"], err, out)
+	}
+	r.t.Logf("the copy on %s, of PV UID %s, is backed up in %s", a["node"], strings.TrimSpace(out), backupDir)
+	return nil
+}
+
+// stepPutBackupBack moves the backed-up copy into the copies root again, as
+// an operator restoring that backup would, while the driver runs.
+func stepPutBackupBack(ctx context.Context, r *Run, a args) error {
+	pv := r.vars["pv"]
+	script := fmt.Sprintf("set -e; [ ! -e %[3]s/volumes/%[2]s ] || { echo 'a copy is already there' >&2; exit 1; }; mv %[1]s/%[2]s %[3]s/volumes/%[2]s", backupDir, pv, copiesRoot)
+	if out, err := r.onNode(ctx, a["node"], "sh", "-c", script); err != nil {
+		return fmt.Errorf("put the backed-up copy back on %s: %w: %s", a["node"], err, out)
+	}
+	return nil
+}

@@ -99,6 +99,8 @@ var vocabulary = compile([]*stepDef{
 	{Name: "unbind the copy on {node} from its persistentvolume", Timeout: 30 * time.Second, run: stepUnbindCopy},
 	{Name: "leave a half-done removal of the copy in the trash on {node}", Timeout: 30 * time.Second, run: stepHalfRemoved},
 	{Name: "the trash on {node} holds nothing of the persistentvolume", Timeout: time.Minute, run: stepTrashEmpty},
+	{Name: "back up the copy on {node}", Timeout: 30 * time.Second, run: stepBackUpCopy},
+	{Name: "put the backed-up copy back on {node}", Timeout: 30 * time.Second, run: stepPutBackupBack},
 	{Name: "restart the driver on {node}", Timeout: 30 * time.Second, run: stepRestartDriver},
 	{Name: "restart node {node}", Timeout: time.Minute, run: stepRestartNode},
 	{Name: "stop node {node}", Timeout: 30 * time.Second, run: stepStopNode},
