@@ -196,7 +196,7 @@ func (r *Run) podMount(ctx context.Context, pod string) (node string, mount []st
 	if err := r.env.R.Get(ctx, pod, r.ns(), &p); err != nil {
 		return "", nil, err
 	}
-	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	target := podTarget(p.UID, r.vars["pv"])
 	out, err := r.onNode(ctx, p.Spec.NodeName, "cat", "/proc/1/mountinfo")
 	if err != nil {
 		return "", nil, err
@@ -909,7 +909,7 @@ func stepKeepMountBusy(ctx context.Context, r *Run, a args) error {
 	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
 		return err
 	}
-	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	target := podTarget(p.UID, r.vars["pv"])
 	// The spell ends no earlier than d after now (the process starts later).
 	r.vars["_busy_uid_"+p.Name], r.marks["busy until "+p.Name] = string(p.UID), time.Now().Add(d)
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "exec", "-d", p.Spec.NodeName, "sh", "-c",

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -30,6 +31,26 @@ func mountOptions(mountinfo, target string) ([]string, bool) {
 	return nil, false
 }
 
+// podTarget is kubelet's mount point of a pod's volume of pv.
+func podTarget(uid types.UID, pv string) string {
+	return fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, uid, pv)
+}
+
+// hasOptions finds target in a mount table and says whether it carries
+// every option of want, and what it carries.
+func hasOptions(mountinfo, target string, want []string) (bool, string) {
+	got, ok := mountOptions(mountinfo, target)
+	if !ok {
+		return false, target + " is not mounted"
+	}
+	for _, o := range want {
+		if !slices.Contains(got, o) {
+			return false, "mounted with " + strings.Join(got, ",")
+		}
+	}
+	return true, ""
+}
+
 // stepMountHasOptions reads the node's mount table: the pod's target of the
 // scenario's PV is mounted with every option of the comma list.
 func stepMountHasOptions(ctx context.Context, r *Run, a args) error {
@@ -37,7 +58,7 @@ func stepMountHasOptions(ctx context.Context, r *Run, a args) error {
 	if err := r.env.R.Get(ctx, a["pod"], r.ns(), &p); err != nil {
 		return err
 	}
-	target := fmt.Sprintf("%s/pods/%s/volumes/kubernetes.io~csi/%s/mount", kubeletDir, p.UID, r.vars["pv"])
+	target := podTarget(p.UID, r.vars["pv"])
 	want := strings.Split(a["options"], ",")
 	what := fmt.Sprintf("the mount of pod %s's volume on %s to have the options %s", p.Name, p.Spec.NodeName, a["options"])
 	return harness.Until(ctx, what, deadline(ctx), func(ctx context.Context) (bool, string, error) {
@@ -45,16 +66,8 @@ func stepMountHasOptions(ctx context.Context, r *Run, a args) error {
 		if err != nil {
 			return false, "", harness.Unobserved(err)
 		}
-		got, ok := mountOptions(out, target)
-		if !ok {
-			return false, target + " is not mounted", nil
-		}
-		for _, o := range want {
-			if !slices.Contains(got, o) {
-				return false, "mounted with " + strings.Join(got, ","), nil
-			}
-		}
-		return true, "", nil
+		ok, seen := hasOptions(out, target, want)
+		return ok, seen, nil
 	})
 }
 
@@ -69,16 +82,8 @@ func stepPodSeesOptions(ctx context.Context, r *Run, a args) error {
 		if err := r.env.R.ExecInPod(ctx, r.ns(), a["pod"], "probe", cmd, &stdout, &stderr); err != nil {
 			return false, "", harness.Unobserved(fmt.Errorf("read the mount table in pod %s: %w: %s", a["pod"], err, stderr.String()))
 		}
-		got, ok := mountOptions(stdout.String(), a["path"])
-		if !ok {
-			return false, a["path"] + " is not a mount point in the pod", nil
-		}
-		for _, o := range want {
-			if !slices.Contains(got, o) {
-				return false, "mounted with " + strings.Join(got, ","), nil
-			}
-		}
-		return true, "", nil
+		ok, seen := hasOptions(stdout.String(), a["path"], want)
+		return ok, seen, nil
 	})
 }
 
