@@ -21,13 +21,20 @@ BENCHTIME  ?= 5000x
 # the images hold and the e2e suite share one compilation of each package
 # (a build cache key includes the flag).
 export GOFLAGS := -trimpath $(GOFLAGS)
+# and without cgo: the driver, the fixtures and the node's own binaries are
+# static, and a package compiled with cgo for the tests and without it for
+# the binaries is compiled twice (on a cold 2-core machine, minutes).
+export CGO_ENABLED := 0
 # The Kubernetes minor of the kind cluster (e2e/nodeimage/versions/K8S.env);
 # the default is the newest minor that passed the whole matrix.
 K8S ?= $(shell cat e2e/nodeimage/versions/default)
 export K8S
 # The tools go.mod does not need to build the driver (Helm, golangci-lint),
 # pinned in tools.mod so that the driver's module graph stays its own.
-HELM := go tool -modfile=tools.mod helm
+# Helm is built once into _out/bin (make helm) and run from there: `go tool`
+# checks its build on every call (seconds each), and e2e lanes that each ran
+# `go tool helm` on a cold machine compiled Helm once per lane, at once.
+HELM := _out/bin/helm
 GOLANGCI_LINT := go tool -modfile=tools.mod golangci-lint
 
 .PHONY: help
@@ -45,7 +52,7 @@ build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/p
 	CGO_ENABLED=0 go build -buildvcs=false -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
 .PHONY: test
-test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
+test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
@@ -57,20 +64,20 @@ test: ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi
 .PHONY: warm
 warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
 	go mod download
-	@# First Helm, which installs the driver once the clusters are up: make
-	@# e2e compiles nothing else of it before then, while it compiles the
-	@# test binary and the images' binaries itself right after the node
-	@# image (warm compiling them at the same moment does the work twice).
-	@# A cold run spent 4 min compiling Helm in the install phase when warm
-	@# took the test binary first.
 	go mod download -modfile=tools.mod
-	$(HELM) version >/dev/null
-	go test -tags e2e -c -o /dev/null ./e2e
-	$(MAKE) --no-print-directory build build-fixtures
+	@# What make test and make lint compile first: make e2e compiles its
+	@# own (the e2e test binary, the images' binaries, Helm) beside the node
+	@# image, and warm compiling them at the same moment would do it twice.
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
 	@# Only fills golangci-lint's cache: make lint is the check.
 	$(GOLANGCI_LINT) run ./... >/dev/null 2>&1 || true
+	$(MAKE) --no-print-directory helm build build-fixtures
+	go test -tags e2e -c -o /dev/null ./e2e
+
+.PHONY: helm
+helm: ## Build the Helm that tools.mod pins to _out/bin/helm (make test, make e2e and make release run it).
+	go build -modfile=tools.mod -o $(HELM) helm.sh/helm/v4/cmd/helm
 
 .PHONY: lint
 lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code, errorlint, misspell, ...).

@@ -34,7 +34,8 @@ rm -rf "$out" && mkdir -p "$out"
 make --no-print-directory image IMAGE="$image" VERSION="$version"
 docker save "$image" | gzip > "$out/per-node-driver-$version.tar.gz"
 go run ./e2e/cmd/render-deploy --image "$image" > "$out/install.yaml"
-go tool -modfile=tools.mod helm package charts/per-node --version "$chart_version" --app-version "$version" --destination "$out" >/dev/null
+make --no-print-directory helm
+_out/bin/helm package charts/per-node --version "$chart_version" --app-version "$version" --destination "$out" >/dev/null
 (cd "$out" && sha256sum -- * > SHA256SUMS)
 echo "release $version in $out:"
 ls -l "$out" | tail -n +2

@@ -10,9 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -22,10 +25,13 @@ import (
 // Chart is the Helm chart's directory in the repository.
 func Chart(repo string) string { return filepath.Join(repo, "charts", "per-node") }
 
-// Helm runs the Helm that tools.mod pins (`go tool -modfile=tools.mod helm`)
-// in the repository.
+// Helm runs the Helm that tools.mod pins, from HelmBinary, in the repository.
 func Helm(ctx context.Context, repo string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=tools.mod", "helm"}, args...)...)
+	helm, err := HelmBinary(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, helm, args...)
 	cmd.Dir = repo
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -33,6 +39,44 @@ func Helm(ctx context.Context, repo string, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 20))
 	}
 	return stdout.String(), nil
+}
+
+var helmBuilt struct {
+	sync.Mutex
+	path string
+}
+
+// HelmBinary builds Helm (`make helm`: _out/bin/helm) once per process and
+// returns its path. Lanes that each ran `go tool -modfile=tools.mod helm`
+// compiled Helm once per lane at the same moment on a cold machine (17
+// minutes on 2 cores); `go tool` also checks the build on every call. make
+// serialises nothing between processes, so a lock file does: two test
+// processes side by side do not write the binary at once.
+func HelmBinary(ctx context.Context, repo string) (string, error) {
+	helmBuilt.Lock()
+	defer helmBuilt.Unlock()
+	if helmBuilt.path != "" {
+		return helmBuilt.path, nil
+	}
+	bin := filepath.Join(repo, "_out", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", fmt.Errorf("build helm: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(bin, ".helm.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("build helm: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("build helm: lock %s: %w", lock.Name(), err)
+	}
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "helm")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build helm (make helm): %w\n%s", err, tail(string(out), 20))
+	}
+	helmBuilt.path = filepath.Join(bin, "helm")
+	return helmBuilt.path, nil
 }
 
 // DriverNamespace and DriverRelease are where e2e installs the chart.
