@@ -71,7 +71,39 @@ func FromEnv() (Config, error) {
 
 		KubernetesVersion: os.Getenv("E2E_KUBERNETES_VERSION"),
 	}
+	// A run of fewer scenarios than lanes brings up one cluster for each:
+	// the inner loop (make e2e SCENARIO=07) waits for one cluster, not two.
+	if c.Scenario != "" {
+		n, err := matchingScenarios(filepath.Join(repo, "scenarios"), c.Scenario)
+		if err != nil {
+			return Config{}, err
+		}
+		c.Lanes = max(1, min(c.Lanes, n))
+	}
 	return c, nil
+}
+
+// matchingScenarios counts the scenario documents in dir whose name starts
+// with one of spec's comma-separated prefixes, as TestScenarios picks them.
+func matchingScenarios(dir, spec string) (int, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return 0, fmt.Errorf("list scenarios: %w", err)
+	}
+	n := 0
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".md")
+		if name == "README" || strings.HasPrefix(name, "_") {
+			continue
+		}
+		for _, prefix := range strings.Split(spec, ",") {
+			if strings.HasPrefix(name, strings.TrimSpace(prefix)) {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // ErrLanes: E2E_LANES is not a number of clusters the harness runs.

@@ -61,6 +61,7 @@ func TestLanesNameOneClusterEach(t *testing.T) {
 		t.Run("E2E_LANES="+tc.lanes, func(t *testing.T) {
 			t.Setenv("E2E_CLUSTER", "per-node-e2e")
 			t.Setenv("E2E_LANES", tc.lanes)
+			t.Setenv("E2E_SCENARIO", "")
 			c, err := FromEnv()
 			if tc.err {
 				assert.ErrorIs(t, err, ErrLanes)
@@ -68,6 +69,31 @@ func TestLanesNameOneClusterEach(t *testing.T) {
 			}
 			assert.NilError(t, err)
 			assert.DeepEqual(t, c.Clusters(), tc.want)
+		})
+	}
+}
+
+// TestARunOfFewerScenariosThanLanesBringsUpOneClusterEach: make e2e
+// SCENARIO=07 waits for one cluster, not E2E_LANES of them.
+func TestARunOfFewerScenariosThanLanesBringsUpOneClusterEach(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		want     int
+	}{
+		{"", 3},           // every scenario
+		{"07", 1},         // one
+		{"07,08", 2},      // two
+		{"0", 3},          // 01 to 09: more than the lanes
+		{"07, 12-", 2},    // spaces after commas, as TestScenarios trims them
+		{"99-nothing", 1}, // none: one cluster, and TestScenarios says no scenario matches
+	} {
+		t.Run("E2E_SCENARIO="+tc.scenario, func(t *testing.T) {
+			t.Setenv("E2E_CLUSTER", "per-node-e2e")
+			t.Setenv("E2E_LANES", "3")
+			t.Setenv("E2E_SCENARIO", tc.scenario)
+			c, err := FromEnv()
+			assert.NilError(t, err)
+			assert.Equal(t, c.Lanes, tc.want, "clusters for scenarios %q", tc.scenario)
 		})
 	}
 }
