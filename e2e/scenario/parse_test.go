@@ -122,3 +122,23 @@ func TestReadmeStepTableIsTheVocabulary(t *testing.T) {
 	}
 	assert.Equal(t, readme[start:end], b.String(), "run UPDATE_README=1 go test -run StepTable ./e2e/scenario to rewrite the table")
 }
+
+// TestWriteStepsHaveTheWriteFloor: a step that writes through the store
+// waits for every peer to acknowledge, so none may default to less than
+// writeTimeout (a cold CI run cut "store write 100000 records in bulk" at
+// 30 s, a failed observation, on a machine at 0 % idle).
+func TestWriteStepsHaveTheWriteFloor(t *testing.T) {
+	var short []string
+	writes := 0
+	for _, d := range vocabulary {
+		if !strings.HasPrefix(d.Name, "store write ") && !strings.HasPrefix(d.Name, "store overwrite ") {
+			continue
+		}
+		writes++
+		if d.Timeout < writeTimeout {
+			short = append(short, fmt.Sprintf("%q: %s", d.Name, d.Timeout))
+		}
+	}
+	assert.Assert(t, writes >= 6, "expected the vocabulary's six store write steps, saw %d", writes)
+	assert.Assert(t, len(short) == 0, "write steps below the %s floor: %s", writeTimeout, strings.Join(short, "; "))
+}

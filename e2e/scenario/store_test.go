@@ -46,15 +46,44 @@ func TestAgreeComparesWholeContents(t *testing.T) {
 	}
 }
 
-func TestLongestGapCountsFromStartToStop(t *testing.T) {
+// TestLongestWaitIsTheStoresNotTheWriters: the writer's own time between
+// writes (its samples) is never a wait for the store; a refusal opens a
+// wait that only an acknowledgment closes.
+func TestLongestWaitIsTheStoresNotTheWriters(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	w := &writer{start: t0, ackTimes: []time.Time{t0.Add(time.Second), t0.Add(2 * time.Second), t0.Add(9 * time.Second)}}
-	gap, at := w.longestGap(t0.Add(10 * time.Second))
-	assert.Equal(t, gap, 7*time.Second)
-	assert.Equal(t, at, t0.Add(2*time.Second))
-	none := &writer{start: t0}
-	gap, _ = none.longestGap(t0.Add(30 * time.Second))
-	assert.Equal(t, gap, 30*time.Second, "no acknowledged write at all is one long gap")
+	at := func(from, to float64, o outcome) attempt {
+		sec := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Second))) }
+		return attempt{sec(from), sec(to), o}
+	}
+	for _, tc := range []struct {
+		name     string
+		attempts []attempt
+		stop     float64
+		want     time.Duration
+		from     float64
+	}{
+		{"acknowledged writes 6 s apart: each waited its own time", []attempt{at(0, 1, acked), at(7, 7.5, acked), at(13, 15, acked)}, 20, 2 * time.Second, 13},
+		{"a refusal waits until the next acknowledgment", []attempt{at(0, 1, acked), at(2, 3, refused), at(9, 10, acked)}, 20, 8 * time.Second, 2},
+		{"refusals in a row count from the first", []attempt{at(0, 1, acked), at(2, 3, refused), at(4, 5, refused), at(6, 6.5, acked)}, 20, 4500 * time.Millisecond, 2},
+		{"an unobserved write after a refusal keeps the wait open", []attempt{at(0, 1, acked), at(2, 3, refused), at(4, 34, unobserved), at(35, 36, acked)}, 40, 34 * time.Second, 2},
+		{"an unobserved write alone opens no wait", []attempt{at(0, 1, acked), at(2, 32, unobserved), at(33, 34, acked)}, 40, time.Second, 0},
+		{"a refusal with no acknowledgment after runs to the stop", []attempt{at(0, 1, acked), at(2, 3, refused)}, 30, 28 * time.Second, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &writer{start: t0, attempts: tc.attempts}
+			for _, a := range tc.attempts {
+				if a.outcome == acked {
+					w.ackTimes = append(w.ackTimes, a.end)
+				}
+			}
+			gap, from := w.longestWait(t0.Add(time.Duration(tc.stop * float64(time.Second))))
+			assert.Equal(t, gap, tc.want)
+			assert.Equal(t, from, t0.Add(time.Duration(tc.from*float64(time.Second))))
+		})
+	}
+	none := &writer{start: t0, attempts: []attempt{at(1, 2, refused)}}
+	gap, _ := none.longestWait(t0.Add(30 * time.Second))
+	assert.Equal(t, gap, 30*time.Second, "a writer that got no acknowledgment at all waited from its start")
 }
 
 // A count found on disk at start that the step does not expect is a broken
