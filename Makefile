@@ -52,7 +52,7 @@ build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/p
 	CGO_ENABLED=0 go build -buildvcs=false -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
 .PHONY: test
-test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds (real bind mounts: run as root).
+test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
@@ -60,6 +60,8 @@ test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files
 	$(HELM) lint --strict charts/per-node --set image.repository=registry.example.com/per-node
 	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
+	@# The alerts' tests: a module of their own (Prometheus' packages).
+	cd e2e/alerts && go mod tidy -diff && go vet ./... && go test -count=1 ./...
 
 .PHONY: warm
 warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
@@ -70,6 +72,7 @@ warm: ## Download and compile what make e2e, make test and make lint need, runni
 	@# image, and warm compiling them at the same moment would do it twice.
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
+	cd e2e/alerts && go mod download && go test -count=1 -run '^$$' ./... >/dev/null
 	@# Only fills golangci-lint's cache: make lint is the check.
 	$(GOLANGCI_LINT) run ./... >/dev/null 2>&1 || true
 	$(MAKE) --no-print-directory helm build build-fixtures

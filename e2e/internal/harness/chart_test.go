@@ -216,3 +216,26 @@ func TestChartReadmeIsGeneratedFromValues(t *testing.T) {
 	}
 	assert.Equal(t, string(readme), want, "charts/per-node/README.md is stale: run UPDATE=1 go test ./e2e/internal/harness -run ChartReadme")
 }
+
+// The kustomize monitoring component and the chart's monitoring values are
+// one source of truth in two forms: deploy/ with the component renders the
+// chart's PodMonitor and PrometheusRule (defaults, both enabled), but for
+// Helm's own labels.
+func TestMonitoringComponentIsTheCharts(t *testing.T) {
+	repo := repoRoot(t)
+	manifest, err := RenderChart(context.Background(), repo, append(anImage,
+		"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true")...)
+	assert.NilError(t, err)
+	fromChart, err := Objects(manifest)
+	assert.NilError(t, err)
+	fromKustomize, err := RenderKustomization(filepath.Join(repo, "e2e", "internal", "harness", "testdata", "monitoring-overlay"), "")
+	assert.NilError(t, err)
+	chart, kustomize := byKindAndName(fromChart), byKindAndName(fromKustomize)
+	for _, key := range []string{"PodMonitor/per-node", "PrometheusRule/per-node"} {
+		assert.Assert(t, chart[key] != nil, "the chart renders no %s", key)
+		assert.Assert(t, kustomize[key] != nil, "the component renders no %s", key)
+		if diff := cmp.Diff(withoutHelmLabels(kustomize[key]), withoutHelmLabels(chart[key])); diff != "" {
+			t.Errorf("%s differs between deploy/components/monitoring (-) and the chart (+):\n%s", key, diff)
+		}
+	}
+}
