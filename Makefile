@@ -52,7 +52,7 @@ build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/p
 	CGO_ENABLED=0 go build -buildvcs=false -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
 .PHONY: test
-test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests (real bind mounts: run as root).
+test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests, the release's image checks (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
@@ -60,8 +60,9 @@ test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files
 	$(HELM) lint --strict charts/per-node --set image.repository=registry.example.com/per-node
 	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
-	@# The alerts' tests: a module of their own (Prometheus' packages).
-	cd e2e/alerts && go mod tidy -diff && go vet ./... && go test -count=1 ./...
+	@# Modules of their own: the alerts' tests (Prometheus' packages) and
+	@# make release's OCI image writer (go-containerregistry).
+	for m in e2e/alerts e2e/release; do (cd $$m && go mod tidy -diff && go vet ./... && go test -count=1 ./...) || exit 1; done
 
 .PHONY: warm
 warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
@@ -72,7 +73,7 @@ warm: ## Download and compile what make e2e, make test and make lint need, runni
 	@# image, and warm compiling them at the same moment would do it twice.
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
-	cd e2e/alerts && go mod download && go test -count=1 -run '^$$' ./... >/dev/null
+	for m in e2e/alerts e2e/release; do (cd $$m && go mod download && go test -count=1 -run '^$$' ./... >/dev/null) || exit 1; done
 	@# Only fills golangci-lint's cache: make lint is the check.
 	$(GOLANGCI_LINT) run ./... >/dev/null 2>&1 || true
 	$(MAKE) --no-print-directory helm build build-fixtures
@@ -83,8 +84,9 @@ helm: ## Build the Helm that tools.mod pins to _out/bin/helm (make test, make e2
 	go build -modfile=tools.mod -o $(HELM) helm.sh/helm/v4/cmd/helm
 
 .PHONY: lint
-lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code, errorlint, misspell, ...).
+lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code, errorlint, misspell, ...); actionlint on .github/workflows (which cannot run here).
 	$(GOLANGCI_LINT) run ./...
+	cd e2e/release && go tool actionlint -shellcheck= ../../.github/workflows/*.yaml
 
 .PHONY: fuzz
 fuzz: ## Fuzz the handle validation, the reading of node records and mount options, FUZZTIME each (default 60s).
@@ -120,7 +122,7 @@ image: build ## Build the driver image $(IMAGE) from bin/per-node (no registry n
 	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 .PHONY: release
-release: ## For VERSION: image tarball, install YAML and packaged chart in _out/release/VERSION (no registry).
+release: ## For VERSION: the image for linux/amd64 and linux/arm64 (OCI archive), the host's image tarball, SBOM, install YAML, packaged chart, SHA256SUMS in _out/release/VERSION (no registry).
 	e2e/host/release.sh $(VERSION)
 
 .PHONY: node-image

@@ -4,11 +4,22 @@
 # make release [VERSION=v1.2.3]: what a release of VERSION is, built here with
 # no registry, in _out/release/VERSION:
 #
-#   per-node-driver-VERSION.tar.gz   the driver image (docker load < it), tagged
+#   per-node-driver-VERSION.oci.tar  the driver image for linux/amd64 and
+#                                    linux/arm64: an OCI image layout whose
+#                                    index is named VERSION (push it with
+#                                    `crane push`, `skopeo copy oci-archive:`
+#                                    or `oras cp`)
+#   per-node-driver-VERSION.tar.gz   the host's image (docker load < it), tagged
 #                                    per-node.liken.sh/driver:VERSION
+#   per-node-VERSION.cdx.json        the driver's SBOM (CycloneDX: the modules
+#                                    linked into the binary)
 #   install.yaml                     deploy/ rendered with that image
 #   per-node-CHART_VERSION.tgz       the Helm chart, appVersion VERSION
 #   SHA256SUMS
+#
+# The arm64 binary is cross-compiled (the image is a static binary on
+# scratch: no emulation), and each image is checked to hold a static ELF of
+# its own architecture (e2e/release, a Go module of its own).
 #
 # VERSION defaults to `git describe --tags` (make's VERSION). The chart's
 # version is VERSION without its "v" when VERSION is SemVer, else
@@ -30,6 +41,27 @@ fi
 image="per-node.liken.sh/driver:$version"
 out="_out/release/$version"
 rm -rf "$out" && mkdir -p "$out"
+
+revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+# Each architecture through make build (its flags and tags), then the host's
+# again for make image.
+bins="$out/.bin"
+mkdir -p "$bins"
+binaries=()
+for arch in amd64 arm64; do
+  GOOS=linux GOARCH="$arch" make --no-print-directory build VERSION="$version"
+  mv bin/per-node "$bins/per-node-linux-$arch"
+  binaries+=(-binary "linux/$arch=$repo/$bins/per-node-linux-$arch")
+done
+# The Dockerfile's labels, so that both forms of the image say the same.
+labels=()
+while IFS= read -r l; do labels+=(-label "$l"); done < <(
+  sed -n '/^LABEL/,/^[^ ]/p' Dockerfile | grep -o 'org\.opencontainers[^ ]*="[^"]*"' | tr -d '"' |
+    sed "s/\${VERSION}/$version/; s/\${REVISION}/$revision/")
+(cd e2e/release && go run . write -out "$repo/$out/.oci" -version "$version" "${labels[@]}" "${binaries[@]}")
+tar -C "$out/.oci" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out/per-node-driver-$version.oci.tar" .
+(cd e2e/release && go tool cyclonedx-gomod app -json -output "$repo/$out/per-node-$version.cdx.json" -main driver "$repo" 2>/dev/null)
+rm -rf "$out/.oci" "$bins"
 
 make --no-print-directory image IMAGE="$image" VERSION="$version"
 docker save "$image" | gzip > "$out/per-node-driver-$version.tar.gz"
