@@ -180,6 +180,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"logFormt=json", "logFormt"},
 		{"statsTTL=5 minutes", "/statsTTL"},
 		{"maxUnavailable=0", "/maxUnavailable"},
+		{"updateStrategy=Recreate", "/updateStrategy"},
 		{"image.pullPolicy=always", "/image/pullPolicy"},
 		{"metrics.serviceMonitor.enable=true", "enable"},
 		{"image.tag=v1", "image.repository is required"},
