@@ -31,8 +31,10 @@ start_dockerd() {
     nohup dockerd >/var/log/dockerd.log 2>&1 &
     echo $! > "$pidfile"
   fi
-  for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
-  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/dockerd.log"; tail -20 /var/log/dockerd.log >&2; exit 1; }
+  # Up to 3 minutes: a dockerd that was killed with containers running (a
+  # CI run stopped mid-suite leaves its kind nodes) cleans them up first.
+  for _ in $(seq 1 900); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not start in 3 minutes; see /var/log/dockerd.log"; tail -20 /var/log/dockerd.log >&2; exit 1; }
 }
 
 # Restarts a running dockerd for a new configuration: through systemd, or
@@ -50,7 +52,7 @@ restart_dockerd() {
   elif [[ -x /etc/init.d/docker ]] && command -v service >/dev/null; then
     log "restarting docker (service) for the new runtime"
     service docker restart >/dev/null
-    for _ in $(seq 1 150); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+    for _ in $(seq 1 900); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
   else
     log "dockerd runs outside a service manager and was not started here: restart it yourself so that it reads /etc/docker/daemon.json"
     exit 1
