@@ -8,7 +8,6 @@ package e2e
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"liken.sh/per-node/e2e/internal/harness"
 	"liken.sh/per-node/e2e/scenario"
 )
 
@@ -34,11 +34,8 @@ func TestScenarios(t *testing.T) {
 	assert.NilError(t, err)
 	var run []scenario.Doc
 	for _, d := range docs {
-		for _, prefix := range strings.Split(hcfg.Scenario, ",") {
-			if strings.HasPrefix(d.Name, strings.TrimSpace(prefix)) {
-				run = append(run, d)
-				break
-			}
+		if harness.Selects(hcfg.Scenario, d.Name) {
+			run = append(run, d)
 		}
 	}
 	assert.Assert(t, len(run) > 0, "no scenario matches %q", hcfg.Scenario)

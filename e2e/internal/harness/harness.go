@@ -96,14 +96,23 @@ func matchingScenarios(dir, spec string) (int, error) {
 		if name == "README" || strings.HasPrefix(name, "_") {
 			continue
 		}
-		for _, prefix := range strings.Split(spec, ",") {
-			if strings.HasPrefix(name, strings.TrimSpace(prefix)) {
-				n++
-				break
-			}
+		if Selects(spec, name) {
+			n++
 		}
 	}
 	return n, nil
+}
+
+// Selects says whether the scenario named name is one E2E_SCENARIO's spec
+// runs: its name starts with one of spec's comma-separated prefixes (an
+// empty spec runs every scenario).
+func Selects(spec, name string) bool {
+	for _, prefix := range strings.Split(spec, ",") {
+		if strings.HasPrefix(name, strings.TrimSpace(prefix)) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrLanes: E2E_LANES is not a number of clusters the harness runs.
