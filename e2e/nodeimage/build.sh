@@ -6,13 +6,15 @@
 #
 #   Kubernetes, etcd, CoreDNS, CNI plugins, crictl,
 #   containerd 2, runc                               from the Go module proxy
-#   pause, per-node-cni, per-node-runc               from this repository
+#   pause, per-node-cni, per-node-runc, and CoreDNS's
+#   main with only the plugins kubeadm's Corefile uses  from this repository
 #   systemd, iptables, libseccomp                    from Debian (debootstrap)
 #   kind's node contract (entrypoint, units)         from the sigs.k8s.io/kind module
 #
 # Versions: versions/MINOR.env (one file per supported minor) and
 # versions/debian.env; the Go modules Kubernetes and etcd build with are
-# pinned in kubernetes/MINOR.mod and etcd/MINOR.mod (pin.sh writes them).
+# pinned in kubernetes/MINOR.mod, etcd/MINOR.mod and coredns/MINOR.mod (pin.sh
+# writes them).
 #
 # Control-plane images are tagged with the names kubeadm expects and preloaded
 # into the node's containerd. Every step is cached by a hash of its inputs, so
@@ -95,9 +97,13 @@ build_runtime() {
   (cd /tmp && CGO_ENABLED=1 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -tags "seccomp urfave_cli_no_docs" \
     -ldflags "-s -w" "github.com/opencontainers/runc@$RUNC_VERSION")
 }
+# CoreDNS: coredns/main.go links only the plugins of kubeadm's Corefile (CoreDNS's
+# own command links every plugin it ships: ~1,360 packages against ~800).
+build_coredns() {
+  (cd "$here/coredns" && CGO_ENABLED=0 GOFLAGS= go build -modfile="$minor.mod" -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$bin/coredns" .)
+}
 build_extras() {
   local p=github.com/containernetworking/plugins/plugins
-  (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
   (cd /tmp && CGO_ENABLED=0 GOBIN="$bin" GOFLAGS= go install -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" \
     "$p/main/ptp@$CNI_PLUGINS_VERSION" "$p/main/loopback@$CNI_PLUGINS_VERSION" \
     "$p/ipam/host-local@$CNI_PLUGINS_VERSION" "$p/meta/portmap@$CNI_PLUGINS_VERSION")
@@ -114,10 +120,12 @@ kubernetes() {
 # binaries: the node's other binaries.
 binaries() {
   cached etcd "$(hash_of "$here/versions/$minor.env" "$here/etcd/$minor.mod")" etcd build_etcd
-  cached extras "$versions_key" "coredns ptp loopback host-local portmap crictl" build_extras
+  cached coredns "$coredns_key" coredns build_coredns
+  cached extras "$versions_key" "ptp loopback host-local portmap crictl" build_extras
   cached runtime "$versions_key" "containerd containerd-shim-runc-v2 ctr runc" build_runtime
   cached own "$own_key" "pause per-node-cni per-node-runc" build_own
 }
+coredns_key="$(hash_of "$here/versions/$minor.env" "$here/coredns/$minor.mod" "$here/coredns/main.go")"
 own_pkgs=(e2e/cmd/pause e2e/cmd/per-node-cni e2e/cmd/per-node-runc e2e/internal/ocishim e2e/internal/podnet)
 own_key="$(cd "$repo" && cat go.sum $(find "${own_pkgs[@]}" -name '*.go' ! -name '*_test.go' | sort) | sha256sum | cut -c1-12)"
 
@@ -148,7 +156,8 @@ bases() { built "$BASE_IMAGE" "debian base" build_base; }
 # An image of that name in Docker is the node image these inputs make: then
 # nothing is built, in this clone or any other.
 node_key="$(echo "$kind_version $base_key $own_key $(hash_of "$here/versions/$minor.env" "$here/versions/debian.env" \
-  "$here/kubernetes/$minor.mod" "$here/etcd/$minor.mod" "$here/build-kubernetes.sh" "$here/build.sh" \
+  "$here/kubernetes/$minor.mod" "$here/etcd/$minor.mod" "$here/coredns/$minor.mod" "$here/coredns/main.go" \
+  "$here/build-kubernetes.sh" "$here/build.sh" \
   "$here/Dockerfile.node" "$here"/files/*)" | sha256sum | cut -c1-12)"
 NODE_IMAGE="per-node.liken.sh/kind-node:$KUBERNETES_VERSION-$node_key"
 if image_exists "$NODE_IMAGE"; then
@@ -237,8 +246,24 @@ check_kubeadm_images() {
     exit 1
   fi
 }
+# The CoreDNS built here must serve every directive of the Corefile kubeadm
+# writes: one it lacks would fail the cluster's DNS, not this build.
+check_coredns_plugins() {
+  local want have missing=()
+  want="$("$bin/kubeadm" init phase addon coredns --print-manifest --kubernetes-version "$KUBERNETES_VERSION" 2>/dev/null \
+    | sed -n '/Corefile: |/,/^---/s/^        \([a-z0-9_]*\).*/\1/p' | sort -u)"
+  have="$("$bin/coredns" -plugins | sed -n 's/^ *\(dns\.\)\{0,1\}\([a-z0-9_]*\)$/\2/p')"  # "cache", or "  dns.cache" before v1.12
+  if [[ -z "$want" ]]; then echo "kubeadm $KUBERNETES_VERSION printed no Corefile directives" >&2; exit 1; fi
+  for d in $want; do grep -qx "$d" <<<"$have" || missing+=("$d"); done
+  if (( ${#missing[@]} )); then
+    printf "coredns/main.go lacks the plugins of kubeadm %s's Corefile: %s\nkubeadm's Corefile uses: %s\n" \
+      "$KUBERNETES_VERSION" "${missing[*]}" "$(echo $want)" >&2
+    exit 1
+  fi
+}
 check_kubeadm_images
-images_key="$(echo "$versions_key $own_key $BASE_IMAGE" | sha256sum | cut -c1-12)"
+check_coredns_plugins
+images_key="$(echo "$versions_key $own_key $coredns_key $BASE_IMAGE" | sha256sum | cut -c1-12)"
 missing=0
 for i in "${images[@]}"; do image_exists "$i" || missing=1; done
 if (( missing )); then rm -f "$out/.stamp-images"; fi

@@ -8,6 +8,7 @@
 #                               at ./staging replaced by its published version
 #   etcd/MINOR.mod, .sum        etcd's server, each sibling module it points at
 #                               ../ replaced by the same etcd release
+#   coredns/MINOR.mod, .sum     CoreDNS, for coredns/main.go (kubeadm's plugins)
 #
 # Run it once when a minor is added or a version in its file changes, and
 # commit what it writes (go mod tidy checks every sum against sum.golang.org).
@@ -18,7 +19,8 @@ minor="${1:?usage: pin.sh MINOR (e.g. 1.37)}"
 source "$here/versions/$minor.env"
 
 # write_mod DIR MODULE VERSION REPLACE_VERSION PACKAGE...: DIR/MINOR.mod
-# requiring MODULE@VERSION with each PACKAGE as a tool, every relative replace
+# requiring MODULE@VERSION with each PACKAGE as a tool (none: the folder's own
+# main package is what is built), every relative replace
 # of MODULE's own go.mod pinned at REPLACE_VERSION, and MODULE's go and
 # godebug lines.
 write_mod() {
@@ -33,8 +35,7 @@ write_mod() {
     echo
     echo "require $module $version"
     echo
-    printf 'tool %s\n' "$@"
-    echo
+    if (( $# )); then printf 'tool %s\n' "$@"; echo; fi
     echo "replace ("
     # "	k8s.io/api => ./staging/src/k8s.io/api" -> "	k8s.io/api => k8s.io/api <pin>"
     grep -v FORBIDDEN_DEPENDENCY "$upstream" \
@@ -50,3 +51,4 @@ k=k8s.io/kubernetes/cmd
 write_mod "$here/kubernetes" k8s.io/kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_STAGING_VERSION" \
   $k/kubeadm $k/kubelet $k/kubectl $k/kube-apiserver $k/kube-controller-manager $k/kube-scheduler $k/kube-proxy
 write_mod "$here/etcd" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "$ETCD_VERSION" go.etcd.io/etcd/server/v3
+write_mod "$here/coredns" github.com/coredns/coredns "$COREDNS_VERSION" "$COREDNS_VERSION"

@@ -116,6 +116,9 @@ func TestNodeImageVersionsArePinned(t *testing.T) {
 				}
 				assert.Equal(t, r.New.Version, want, "etcd/%s.mod replaces %s", minor, r.Old.Path)
 			}
+
+			coredns := readMod(t, filepath.Join(root, "coredns", minor+".mod"))
+			assert.Equal(t, required(coredns, "github.com/coredns/coredns"), env["COREDNS_VERSION"], "coredns/%s.mod: run e2e/nodeimage/pin.sh %s", minor, minor)
 		})
 	}
 }
