@@ -53,8 +53,9 @@ func TestLongestWaitIsTheStoresNotTheWriters(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	at := func(from, to float64, o outcome) attempt {
 		sec := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Second))) }
-		return attempt{sec(from), sec(to), o}
+		return attempt{start: sec(from), end: sec(to), outcome: o}
 	}
+	took := func(a attempt, d time.Duration) attempt { a.storeTook = d; return a }
 	for _, tc := range []struct {
 		name     string
 		attempts []attempt
@@ -68,6 +69,9 @@ func TestLongestWaitIsTheStoresNotTheWriters(t *testing.T) {
 		{"an unobserved write after a refusal keeps the wait open", []attempt{at(0, 1, acked), at(2, 3, refused), at(4, 34, unobserved), at(35, 36, acked)}, 40, 34 * time.Second, 2},
 		{"an unobserved write alone opens no wait", []attempt{at(0, 1, acked), at(2, 32, unobserved), at(33, 34, acked)}, 40, time.Second, 0},
 		{"a refusal with no acknowledgment after runs to the stop", []attempt{at(0, 1, acked), at(2, 3, refused)}, 30, 28 * time.Second, 2},
+		// Seen under the hog: one write's exec took 5.1 s, the store 10 ms of it.
+		{"an acknowledged write waited the store's own time, not its exec's", []attempt{at(0, 1, acked), took(at(2, 7.1, acked), 10*time.Millisecond)}, 10, time.Second, 0},
+		{"after a refusal the wait runs to the acknowledgment's answer", []attempt{at(2, 3, refused), took(at(4, 9, acked), 10*time.Millisecond)}, 10, 7 * time.Second, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &writer{start: t0, attempts: tc.attempts}
