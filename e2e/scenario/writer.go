@@ -148,10 +148,7 @@ func (w *writer) write(ctx context.Context, r *Run, pod, key string) {
 	wctx, cancel := context.WithTimeout(ctx, writeLimit)
 	defer cancel()
 	out, err := w.exec(wctx, r, pod, "put-timed", key)
-	var timed struct {
-		Record kv.Record     `json:"record"`
-		Took   time.Duration `json:"tookNs"`
-	}
+	var timed kv.Timed
 	if err == nil {
 		if perr := json.Unmarshal([]byte(strings.TrimSpace(out)), &timed); perr != nil || timed.Record.Check() != nil {
 			err = fmt.Errorf("put-timed %s in %s: not a timed record: %q", key, pod, out)
