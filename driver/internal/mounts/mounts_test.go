@@ -61,7 +61,7 @@ func TestKernelBind(t *testing.T) {
 				flags = unix.MS_RDONLY
 			}
 			assert.NilError(t, k.Bind(src, dst, flags))
-			t.Cleanup(func() { _ = k.Unmount(dst) })
+			t.Cleanup(func() { _, _ = k.Unmount(dst) })
 
 			mounted, err := k.IsMountPoint(dst)
 			assert.NilError(t, err)
@@ -81,7 +81,9 @@ func TestKernelBind(t *testing.T) {
 			assert.NilError(t, err)
 			assert.DeepEqual(t, BindTargets(table, []string{src}), map[string][]string{src: {dst}})
 
-			assert.NilError(t, k.Unmount(dst))
+			was, err := k.Unmount(dst)
+			assert.NilError(t, err)
+			assert.Assert(t, was, "Unmount of a mounted target says there was no mount")
 			mounted, err = k.IsMountPoint(dst)
 			assert.NilError(t, err)
 			assert.Assert(t, !mounted)
@@ -202,15 +204,50 @@ func TestABusyMountIsNotDetached(t *testing.T) {
 	f, err := os.Create(filepath.Join(dst, "open"))
 	assert.NilError(t, err)
 
-	err = k.Unmount(dst)
+	_, err = k.Unmount(dst)
 	assert.Assert(t, errors.Is(err, unix.EBUSY), "unmount of a busy mount: want EBUSY, got %v", err)
 	mounted, err := k.IsMountPoint(dst)
 	assert.NilError(t, err)
 	assert.Assert(t, mounted, "the busy mount is gone from the mount table: it was detached")
 
 	assert.NilError(t, f.Close())
-	assert.NilError(t, k.Unmount(dst), "once nothing is open in it, the mount goes")
+	_, err = k.Unmount(dst)
+	assert.NilError(t, err, "once nothing is open in it, the mount goes")
 	mounted, err = k.IsMountPoint(dst)
 	assert.NilError(t, err)
 	assert.Assert(t, !mounted)
+}
+
+// Unmount answers "was there a mount" from umount2(2) alone, and never
+// follows a symlink at the target.
+func TestUnmountSaysWhetherThereWasAMount(t *testing.T) {
+	k := NewKernel()
+	dir := t.TempDir()
+	src, mounted := filepath.Join(dir, "src"), filepath.Join(dir, "mounted")
+	assert.NilError(t, os.Mkdir(src, 0o755))
+	assert.NilError(t, os.Mkdir(mounted, 0o755))
+	assert.NilError(t, os.Mkdir(filepath.Join(dir, "plain"), 0o755))
+	assert.NilError(t, os.Symlink(mounted, filepath.Join(dir, "link")))
+	assert.NilError(t, k.Bind(src, mounted, 0))
+	t.Cleanup(func() { _ = unix.Unmount(mounted, unix.MNT_DETACH) })
+
+	for _, tc := range []struct {
+		target string
+		want   bool
+	}{
+		{"plain", false},   // a directory that is not a mount point
+		{"missing", false}, // nothing there
+		{"link", false},    // a symlink to a mount point: the link is no mount
+		{"mounted", true},
+		{"mounted", false}, // again: already gone
+	} {
+		was, err := k.Unmount(filepath.Join(dir, tc.target))
+		assert.NilError(t, err, tc.target)
+		assert.Equal(t, was, tc.want, "Unmount(%s)", tc.target)
+		if tc.target == "link" {
+			still, err := k.IsMountPoint(mounted)
+			assert.NilError(t, err)
+			assert.Assert(t, still, "Unmount of a symlink unmounted what it points to")
+		}
+	}
 }

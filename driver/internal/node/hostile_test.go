@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"liken.sh/per-node/driver/internal/mounts"
 	"liken.sh/per-node/driver/internal/reclaim"
 	"liken.sh/per-node/driver/internal/tree"
 	"os"
@@ -343,4 +344,27 @@ func TestTrashRetriesEndWhenTheDriverStops(t *testing.T) {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(5*time.Second))
+}
+
+// An unpublish acts on the target path itself, never on where a symlink
+// there points: a symlink left at one pod's target (by hand, or by anything
+// that can write under kubelet's pods directory) must not unmount another
+// pod's copy.
+func TestUnpublishNeverFollowsASymlinkAtTheTarget(t *testing.T) {
+	s, dir := newTestServer(t)
+	ctx := context.Background()
+	held := podTarget(dir, "1111", "store")
+	_, err := s.NodePublishVolume(ctx, publishReq("store", held, "store-a"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", held) })
+
+	link := podTarget(dir, "2222", "other")
+	assert.NilError(t, os.MkdirAll(filepath.Dir(link), 0o750))
+	assert.NilError(t, os.Symlink(held, link))
+	_, err = s.NodeUnpublishVolume(ctx, unpublishRequest("other", link))
+	t.Logf("unpublish of the symlink: %v", err)
+
+	mounted, err := mounts.NewKernel().IsMountPoint(held)
+	assert.NilError(t, err)
+	assert.Assert(t, mounted, "pod store-a's copy was unmounted by an unpublish of a symlink to it")
 }

@@ -198,7 +198,8 @@ func TestHolderIsReadFromTheKernelAfterRestartAndHandUnmount(t *testing.T) {
 	assert.ErrorContains(t, err, "example/store-a")
 
 	// An unmount by hand frees the copy.
-	assert.NilError(t, mounts.NewKernel().Unmount(first))
+	_, err = mounts.NewKernel().Unmount(first)
+	assert.NilError(t, err)
 	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
 	assert.NilError(t, err)
 	unpublish(t, restarted, "store", second)
@@ -215,8 +216,12 @@ func TestARestartedDriverNamesTheHolderOnlyFromARecordOfTheSameMount(t *testing.
 	}{
 		{"record kept", func(*testing.T, string) {}, "example/store-a"},
 		{"record missing", func(t *testing.T, file string) { assert.NilError(t, os.Remove(file)) }, "pod uid 0b6f1c2e"},
-		{"record torn", func(t *testing.T, file string) { assert.NilError(t, os.WriteFile(file, []byte(`{"target":`), 0o600)) }, "pod uid 0b6f1c2e"},
+		{"record torn", func(t *testing.T, file string) { replaceRecord(t, file, `{"target":`) }, "pod uid 0b6f1c2e"},
 		{"record of another mount", func(t *testing.T, file string) {
+			replaceRecord(t, file, `{"target":"/elsewhere","pod":"example/impostor"}`)
+		}, "pod uid 0b6f1c2e"},
+		{"record a regular file", func(t *testing.T, file string) {
+			assert.NilError(t, os.Remove(file))
 			assert.NilError(t, os.WriteFile(file, []byte(`{"target":"/elsewhere","pod":"example/impostor"}`), 0o600))
 		}, "pod uid 0b6f1c2e"},
 	} {
@@ -240,6 +245,14 @@ func TestARestartedDriverNamesTheHolderOnlyFromARecordOfTheSameMount(t *testing.
 	}
 }
 
+// replaceRecord puts a holder record with content at file (a symlink whose
+// target is the record, as holders.Save writes it).
+func replaceRecord(t *testing.T, file, content string) {
+	t.Helper()
+	assert.NilError(t, os.Remove(file))
+	assert.NilError(t, os.Symlink(content, file))
+}
+
 func TestUnpublishForgetsTheHoldersName(t *testing.T) {
 	s, dir := newTestServer(t)
 	ctx := context.Background()
@@ -248,10 +261,10 @@ func TestUnpublishForgetsTheHoldersName(t *testing.T) {
 	assert.NilError(t, err)
 	volumeDir, err := s.layout.VolumeDir("store")
 	assert.NilError(t, err)
-	_, err = os.Stat(filepath.Join(volumeDir, holderFile))
+	_, err = os.Lstat(filepath.Join(volumeDir, holderFile))
 	assert.NilError(t, err, "publish saves the holder's name next to the copy")
 	unpublish(t, s, "store", target)
-	_, err = os.Stat(filepath.Join(volumeDir, holderFile))
+	_, err = os.Lstat(filepath.Join(volumeDir, holderFile))
 	assert.Assert(t, errors.Is(err, fs.ErrNotExist), "the name outlived the mount: %v", err)
 }
 

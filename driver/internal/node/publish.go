@@ -178,19 +178,23 @@ func (s *Server) ensureCopy(handle, copyDir string) error {
 // unpublish unmounts target if it is mounted and removes it. The caller
 // holds the handle's lock.
 func (s *Server) unpublish(handle, target string) error {
-	mounted, err := s.mounter.IsMountPoint(target)
-	if err != nil {
-		return fmt.Errorf("check target: %w", err)
-	}
-	if mounted {
-		if err := s.mounter.Unmount(target); err != nil {
-			return err
-		}
+	if _, err := s.mounter.Unmount(target); err != nil {
+		return err
 	}
 	if h, ok := s.holders.Get(handle); ok && h.Target == target {
 		s.forgetHolder(handle, h)
 	}
-	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	return removeTarget(target)
+}
+
+// removeTarget removes the empty directory kubelet's target is, if it is
+// there: rmdir(2) alone, where os.Remove would unlink(2) first.
+func removeTarget(target string) error {
+	err := unix.Rmdir(target)
+	if errors.Is(err, unix.ENOTDIR) {
+		err = os.Remove(target)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove target: %w", err)
 	}
 	return nil
