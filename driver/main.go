@@ -32,6 +32,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/copylabels"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
 	"liken.sh/per-node/driver/internal/node"
@@ -56,6 +57,8 @@ type options struct {
 	statsTTL        time.Duration
 	// rootMustBeMountPoint: wait, touching nothing, until root is a mount point.
 	rootMustBeMountPoint bool
+	// copyLabels: label this node's Node with the copies it holds.
+	copyLabels bool
 }
 
 // registerFlags defines the driver's own flags on fs (klog's and the
@@ -72,6 +75,7 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	fs.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	fs.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
+	fs.BoolVar(&o.copyLabels, "copy-labels", true, "label this node's Node copy.per-node.liken.sh/<pv-name> for each volume it holds a copy of, so that pods can prefer nodes that hold their data")
 	return fs.Bool("version", false, "print the version and exit")
 }
 
@@ -140,6 +144,15 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("start node server: %w", err)
 	}
 	var reclaimStopped atomic.Bool
+	if !o.standalone && o.copyLabels {
+		labels := copylabels.New(c.meta, o.nodeID, srv)
+		srv.OnCopiesChanged(labels.Changed)
+		go func() {
+			if err := labels.Run(ctx); err != nil {
+				klog.ErrorS(err, "Copy labels stopped")
+			}
+		}()
+	}
 	if !o.standalone {
 		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv, m)
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache

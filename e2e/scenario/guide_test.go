@@ -64,3 +64,21 @@ func decodeAll(t *testing.T, text string) []map[string]any {
 		}
 	}
 }
+
+// TestTheGuidesPreferenceIsWhatScenario40Applies keeps README.md's optional
+// block (the second yaml block of the guide) and the affinity scenario 40's
+// step "make deployment ... prefer the nodes that hold a copy" patches in
+// the same, names aside.
+func TestTheGuidesPreferenceIsWhatScenario40Applies(t *testing.T) {
+	readme := readFile(t, filepath.Join(scenariosDir(), "..", "README.md"))
+	_, after, ok := strings.Cut(readme, "## The guide in brief")
+	assert.Assert(t, ok, "README.md has no section \"The guide in brief\"")
+	after, _, _ = strings.Cut(after, "\n## ")
+	blocks := strings.Split(after, "```yaml\n")
+	assert.Assert(t, len(blocks) == 3, "README.md's guide has %d yaml blocks, want 2 (the guide, the optional preference)", len(blocks)-1)
+	block, _, _ := strings.Cut(blocks[2], "```")
+	var printed map[string]any
+	assert.NilError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(block), 4096).Decode(&printed))
+	assert.Assert(t, cmp.Equal(printed, preferCopies("example-store")), "README.md's preference and scenario 40's differ (-README +scenario):\n%s",
+		cmp.Diff(printed, preferCopies("example-store")))
+}

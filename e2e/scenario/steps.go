@@ -167,6 +167,15 @@ var vocabulary = compile([]*stepDef{
 	{Name: "as the driver on {node}, removing the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecord},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordRefused},
+	{Name: "node {node} is labelled as holding a copy of persistentvolume {name}", Timeout: 30 * time.Second, run: stepNodeLabelled(true)},
+	{Name: "node {node} is not labelled as holding a copy of persistentvolume {name}", Timeout: 30 * time.Second, run: stepNodeLabelled(false)},
+	{Name: "the workers labelled as holding a copy of persistentvolume {name} are those that hold one", Timeout: 30 * time.Second, run: stepLabelsAreTheCopies},
+	{Name: "remove the copy label of persistentvolume {name} from {node}", Timeout: 30 * time.Second, run: stepRemoveCopyLabel},
+	{Name: "make deployment {deployment} prefer the nodes that hold a copy of persistentvolume {name}", Timeout: 30 * time.Second, run: stepPreferCopies},
+	{Name: "as the driver on {node}, labelling {other} as holding a copy of persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverLabelsOthersNode},
+	{Name: "as the driver on {node}, labelling its own node {label} is refused", Timeout: 30 * time.Second, run: stepDriverLabelsOwnNodeWith},
+	{Name: "as the driver on {node}, tainting its own node is refused", Timeout: 30 * time.Second, run: stepDriverTaintsOwnNode},
+	{Name: "as the driver on {node}, labelling its own node as holding a copy of persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverLabelsOwnCopy},
 	{Name: "note the driver metrics on {node}", Timeout: time.Minute, run: stepNoteMetrics},
 	{Name: "the driver on {node} counted more {series}", Timeout: 2 * time.Minute, run: stepMetricGrew},
 	{Name: "the driver on {node} reports {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(true)},
@@ -249,10 +258,13 @@ func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 				}
 			}
 			st := d.Status
-			seen := fmt.Sprintf("replicas %d, ready %d, available %d; pods: %s", st.Replicas, st.ReadyReplicas,
-				st.AvailableReplicas, r.podsReport(ctx))
+			seen := fmt.Sprintf("replicas %d, updated %d, ready %d, available %d; pods: %s", st.Replicas, st.UpdatedReplicas,
+				st.ReadyReplicas, st.AvailableReplicas, r.podsReport(ctx))
+			// Updated: every pod is of the current template, so a rollout
+			// half done (old and new pods both ready) is not "ready".
 			done := st.ObservedGeneration >= d.Generation && st.AvailableReplicas == int32(want) &&
-				st.Replicas == int32(want) && ready == want && terminating == 0 && len(pods) == want
+				st.UpdatedReplicas == int32(want) && st.Replicas == int32(want) && ready == want &&
+				terminating == 0 && len(pods) == want
 			return done, seen, nil
 		})
 }

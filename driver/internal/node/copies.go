@@ -192,6 +192,7 @@ func (s *Server) trash(handle string) (bool, error) {
 	} else if err != nil {
 		return false, fmt.Errorf("move the copy to the trash: %w", err)
 	}
+	s.notifyCopies()
 	go s.emptyTrashEntry(dst, handle)
 	return true, nil
 }

@@ -172,6 +172,7 @@ func (s *Server) ensureCopy(handle, copyDir string) error {
 		return fmt.Errorf("open up copy: %w", err)
 	}
 	klog.InfoS("Created an empty copy", "volume_id", handle, "path", copyDir)
+	s.notifyCopies()
 	return nil
 }
 

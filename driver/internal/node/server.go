@@ -76,6 +76,8 @@ type Server struct {
 	// locks serialises work on one handle, exactly: a volume whose
 	// publish waits on the API server holds up no other volume.
 	locks *keylock.Locks
+	// copiesChanged is called after a copy is made or moved to the trash.
+	copiesChanged func()
 }
 
 // New prepares the root directory and learns, from the kernel's mount table,
@@ -189,6 +191,16 @@ func (s *Server) Handles() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// OnCopiesChanged sets f to be called after a copy is made or moved to the
+// trash (the node's copy labels follow). Call it before serving.
+func (s *Server) OnCopiesChanged(f func()) { s.copiesChanged = f }
+
+func (s *Server) notifyCopies() {
+	if s.copiesChanged != nil {
+		s.copiesChanged()
+	}
 }
 
 // Stop ends the server's background work: trash entries still being

@@ -4,40 +4,29 @@
 package reclaim
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"liken.sh/per-node/driver/internal/namepart"
 )
 
 // FinalizerPrefix starts every node's finalizer on a PersistentVolume.
 const FinalizerPrefix = "per-node.liken.sh/"
-
-// maxNamePart is the longest name part a finalizer (a qualified name) may have.
-const maxNamePart = 63
 
 // Finalizer is the finalizer that says node holds a copy. Names longer than
 // a finalizer's 63-character name part are shortened with a hash; the full
 // name is then kept on the PV in an annotation of the same key (see
 // recordPatch), so the record can always be read back.
 func Finalizer(node string) string {
-	if len(node) <= maxNamePart {
-		return FinalizerPrefix + node
-	}
-	return FinalizerPrefix + hashedName(node)
-}
-
-func hashedName(node string) string {
-	sum := sha256.Sum256([]byte(node))
-	return node[:50] + "-" + hex.EncodeToString(sum[:])[:12]
+	return FinalizerPrefix + namepart.Of(node)
 }
 
 // hashed reports whether node's finalizer carries a hash, not the name.
-func hashed(node string) bool { return len(node) > maxNamePart }
+func hashed(node string) bool { return namepart.Hashed(node) }
 
 // HasRecord reports whether the PV records that node holds a copy: its
 // finalizer, and for a long name the annotation that spells the name out.
@@ -73,16 +62,10 @@ func Recorded(pv *corev1.PersistentVolume) []string {
 }
 
 // looksHashed reports whether a finalizer's name part has the shape
-// hashedName gives: 50 characters, a dash and 12 hex digits. A real node
-// name of that shape is read as hashed too, so it is never dropped on a
-// guess; its node re-records it with the annotation.
-func looksHashed(part string) bool {
-	if len(part) != maxNamePart || part[50] != '-' {
-		return false
-	}
-	_, err := hex.DecodeString(part[51:])
-	return err == nil
-}
+// namepart.Of gives a long name. A real node name of that shape is read as
+// hashed too, so it is never dropped on a guess; its node re-records it
+// with the annotation.
+func looksHashed(part string) bool { return namepart.LooksHashed(part) }
 
 // recordPatch is a strategic merge patch that adds (add) or removes
 // (!add) exactly node's record and nothing else. Finalizers merge as a
