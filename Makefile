@@ -143,7 +143,7 @@ bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearanc
 	e2e/run.sh bench
 
 .PHONY: bench-e2e
-bench-e2e: ## On the e2e cluster: pod start and 200 volumes x every worker vs hostPath, deletion, the driver's RSS/CPU/API cost; a table and a line per goal (BENCH_PARTS=idle,podstart,many: some).
+bench-e2e: ## On the e2e cluster: pod start and 200 volumes x every worker vs a local PV, hostPath and emptyDir, deletion, the driver's RSS/CPU/API cost; a table and a line per goal (BENCH_PARTS=idle,podstart,many: some).
 	BENCH_PARTS='$(BENCH_PARTS)' e2e/run.sh bench-e2e
 
 .PHONY: bench-api

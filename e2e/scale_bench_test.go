@@ -20,6 +20,7 @@ import (
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/poll"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -31,12 +32,15 @@ import (
 	"liken.sh/per-node/e2e/internal/harness"
 )
 
-// TestScale measures, for `make bench-e2e`, what the driver costs next to a
-// baseline measured in the same run: pod start with a per-node claim against
-// the same pod with a hostPath volume; 200 per-node volumes mounted on every
-// worker against 200 hostPath volumes; their deletion; the driver's memory,
-// CPU and API requests on each node, idle and under that load. It prints a
-// table and one line per goal, met or not.
+// TestScale measures, for `make bench-e2e`, what the driver costs next to
+// three baselines measured in the same run: a static local PersistentVolume
+// with its claim (the peer: what a user would pick instead, through the same
+// claim and volume path in the scheduler and kubelet, without CSI), a
+// hostPath volume (the floor) and an emptyDir. Pod start, one at a time and
+// ten at once; 200 volumes mounted on every worker; the deletion of 200
+// per-node PVs; the driver's memory, CPU and API requests on each node, idle
+// and under that load. It prints a table with every ratio against the local
+// PV and against hostPath, and one line per goal, met or not.
 func TestScale(t *testing.T) {
 	f := features.New("scale").Assess("bench-e2e", func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 		r := client(t, c)
@@ -99,10 +103,47 @@ type bench struct {
 	ready   map[string]*corev1.Pod // each pod as the watch first showed it Ready
 }
 
-type benchRow struct{ figure, perNode, baseline, ratio string }
+// benchRow is a figure for per-node and each baseline (by kind), and the
+// ratios of per-node's against the local PV's and hostPath's.
+type benchRow struct {
+	figure        string
+	byKind        map[string]string
+	vsLocal, vsHP string
+}
 
-func (b *bench) row(figure, perNode, baseline, ratio string) {
-	b.rows = append(b.rows, benchRow{figure, perNode, baseline, ratio})
+// row is a figure of per-node's alone.
+func (b *bench) row(figure, perNode string) {
+	b.rows = append(b.rows, benchRow{figure: figure, byKind: map[string]string{"pn": perNode}})
+}
+
+// rowKinds is a figure for each kind, without ratios.
+func (b *bench) rowKinds(figure string, byKind map[string]string) {
+	b.rows = append(b.rows, benchRow{figure: figure, byKind: byKind})
+}
+
+// rowTimes is a duration for each kind, with per-node's ratios.
+func (b *bench) rowTimes(figure string, d map[string]time.Duration, round time.Duration) (vsLocal, vsHP float64) {
+	byKind := map[string]string{}
+	for k, v := range d {
+		byKind[k] = v.Round(round).String()
+	}
+	vsLocal, vsHP = d["pn"].Seconds()/d["lp"].Seconds(), d["pn"].Seconds()/d["hp"].Seconds()
+	b.rows = append(b.rows, benchRow{figure, byKind, fmt.Sprintf("%.2f", vsLocal), fmt.Sprintf("%.2f", vsHP)})
+	return vsLocal, vsHP
+}
+
+// volumeKind is one way to give a pod a directory on its node: per-node,
+// and the baselines it is measured against.
+type volumeKind struct {
+	short, name string
+	plugin      string // kubelet's volume_plugin label
+}
+
+var kinds = []volumeKind{
+	{"pn", "per-node", csiPlugin},
+	{"lp", "local PV", localPlugin},
+	{"hp", "hostPath", hostPathPlugin},
+	{"ed", "emptyDir", emptyDirPlugin},
 }
 
 func (b *bench) goal(what string, met bool, seen string) {
@@ -115,10 +156,11 @@ func (b *bench) goal(what string, met bool, seen string) {
 
 func (b *bench) print() {
 	fmt.Printf("bench-e2e: %d workers, kind on this machine\n", len(b.workers))
-	fmt.Printf("bench-e2e: | figure | per-node | baseline (hostPath) | ratio |\n")
-	fmt.Printf("bench-e2e: |---|---|---|---|\n")
+	fmt.Printf("bench-e2e: | figure | per-node | local PV | hostPath | emptyDir | per-node / local PV | per-node / hostPath |\n")
+	fmt.Printf("bench-e2e: |---|---|---|---|---|---|---|\n")
 	for _, r := range b.rows {
-		fmt.Printf("bench-e2e: | %s | %s | %s | %s |\n", r.figure, r.perNode, r.baseline, r.ratio)
+		fmt.Printf("bench-e2e: | %s | %s | %s | %s | %s | %s | %s |\n", r.figure,
+			r.byKind["pn"], r.byKind["lp"], r.byKind["hp"], r.byKind["ed"], r.vsLocal, r.vsHP)
 	}
 	for _, g := range b.goals {
 		fmt.Printf("bench-e2e: %s\n", g)
@@ -300,9 +342,11 @@ func (b *bench) idleCost(ctx context.Context) {
 	time.Sleep(time.Minute) // the measurement window: nothing happens on purpose
 	after := b.sampleAll(ctx)
 	cpu, req, _ := rates(before, after)
+	_, _, rss := rates(before, after)
 	b.row("driver idle: CPU s/min, API requests/min, RSS (max of nodes)",
-		fmt.Sprintf("%.3f s, %.2f, %s", cpu, req, memory(after)), "", "")
+		fmt.Sprintf("%.3f s, %.2f, %s", cpu, req, memory(after)))
 	b.goal("idle CPU ~0 (<= 0.1 s/min per node)", cpu <= 0.1, fmt.Sprintf("%.3f s/min", cpu))
+	b.goal("driver RSS idle <= 30 MiB", rss <= 30*mib, fmt.Sprintf("%.1f MiB", rss/mib))
 }
 
 // --- pods ------------------------------------------------------------------
@@ -425,6 +469,13 @@ func (b *bench) volumes(ctx context.Context, prefix string, n int) []string {
 		assert.NilError(b.t, err)
 		claims = append(claims, claim)
 	}
+	b.waitBound(ctx, prefix, n)
+	return claims
+}
+
+// waitBound waits until n claims prefix-* are bound.
+func (b *bench) waitBound(ctx context.Context, prefix string, n int) {
+	b.t.Helper()
 	poll.WaitOn(b.t, func(poll.LogT) poll.Result {
 		list, err := b.cs.CoreV1().PersistentVolumeClaims(b.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -441,70 +492,110 @@ func (b *bench) volumes(ctx context.Context, prefix string, n int) []string {
 		}
 		return poll.Success()
 	}, poll.WithTimeout(5*time.Minute), poll.WithDelay(time.Second))
-	return claims
 }
 
 // --- pod start -------------------------------------------------------------
 
 const podStartEach = 20
 
+// podVolume gives a pod of kind its i-th volume on node.
+type podVolume func(kind string, i int) corev1.Volume
+
+// startVolumes makes n volumes of each kind on node (per-node and local
+// PVs with claims prefix-pn-i, prefix-lp-i; hostPath directories; emptyDir)
+// and returns how to give one to a pod.
+func (b *bench) startVolumes(ctx context.Context, prefix, node string, n int) (podVolume, func()) {
+	pn := b.volumes(ctx, prefix+"-pn", n)
+	lp := b.localVolumes(ctx, prefix+"-lp", map[string]int{node: n})[node]
+	hostDir := "/var/tmp/per-node-bench/" + b.ns
+	vol := func(kind string, i int) corev1.Volume {
+		switch kind {
+		case "pn":
+			return claimVolume("data", pn[i])
+		case "lp":
+			return claimVolume("data", lp[i])
+		case "hp":
+			return hostPathVolume("data", fmt.Sprintf("%s/%s-%d", hostDir, prefix, i))
+		}
+		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
+	return vol, func() {
+		b.deleteVolumes(ctx, prefix+"-pn", pn)
+		b.deleteLocalVolumes(ctx, lp)
+	}
+}
+
 func (b *bench) podStart(ctx context.Context) {
 	node := b.workers[0]
-	claims := b.volumes(ctx, "ps", 2*podStartEach)
-	hostDir := "/var/tmp/per-node-bench/" + b.ns
-	var seqPN, seqHP, parPN, parHP []time.Duration
+	vol, cleanup := b.startVolumes(ctx, "ps", node, 2*podStartEach)
+	seq, par := map[string][]time.Duration{}, map[string][]time.Duration{}
 	before := b.sampleAll(ctx)
 	kubeletBefore, err := harness.KubeletMetrics(ctx, b.cs, node)
 	assert.NilError(b.t, err)
-	for i := range podStartEach { // one of each, alternated
-		seqPN = append(seqPN, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-pn-%d", i), node,
-			[]corev1.Volume{claimVolume("data", claims[i])})})...)
-		seqHP = append(seqHP, b.start(ctx, []*corev1.Pod{b.pod(fmt.Sprintf("seq-hp-%d", i), node,
-			[]corev1.Volume{hostPathVolume("data", fmt.Sprintf("%s/seq-%d", hostDir, i))})})...)
+	for i := range podStartEach { // one of each kind, in turn
+		for _, k := range kinds {
+			seq[k.short] = append(seq[k.short], b.start(ctx, []*corev1.Pod{
+				b.pod(fmt.Sprintf("seq-%s-%d", k.short, i), node, []corev1.Volume{vol(k.short, i)})})...)
+		}
 	}
 	b.deletePods(ctx)
-	for round := range podStartEach / 10 { // ten at once, alternated
-		var pn, hp []*corev1.Pod
-		for i := range 10 {
-			k := round*10 + i
-			pn = append(pn, b.pod(fmt.Sprintf("par-pn-%d", k), node, []corev1.Volume{claimVolume("data", claims[podStartEach+k])}))
-			hp = append(hp, b.pod(fmt.Sprintf("par-hp-%d", k), node, []corev1.Volume{hostPathVolume("data", fmt.Sprintf("%s/par-%d", hostDir, k))}))
+	for round := range podStartEach / 10 { // ten of a kind at once, kinds in turn
+		for _, k := range kinds {
+			var pods []*corev1.Pod
+			for i := range 10 {
+				j := round*10 + i
+				pods = append(pods, b.pod(fmt.Sprintf("par-%s-%d", k.short, j), node, []corev1.Volume{vol(k.short, podStartEach+j)}))
+			}
+			par[k.short] = append(par[k.short], b.start(ctx, pods)...)
 		}
-		parPN = append(parPN, b.start(ctx, pn)...)
-		parHP = append(parHP, b.start(ctx, hp)...)
 	}
 	afterStart := b.sampleAll(ctx)
-	b.row("NodePublishVolume answers during pod start, by code", publishes(before, afterStart), "", "")
-	b.row("the drivers' API requests during pod start, by verb and code", apiRequests(before, afterStart), "", "")
+	b.row("NodePublishVolume answers during pod start, by code", publishes(before, afterStart))
+	b.row("the drivers' API requests during pod start, by verb and code", apiRequests(before, afterStart))
 	kubeletAfter, err := harness.KubeletMetrics(ctx, b.cs, node)
 	assert.NilError(b.t, err)
-	b.row("kubelet's volume operations during pod start, by operation", harness.VolumeOps(kubeletBefore, kubeletAfter, csiPlugin),
-		harness.VolumeOps(kubeletBefore, kubeletAfter, hostPathPlugin), "")
+	b.rowKinds("kubelet's volume operations during pod start, by operation", b.byKind(func(k volumeKind) string {
+		return harness.VolumeOps(kubeletBefore, kubeletAfter, k.plugin)
+	}))
 	b.row("kubelet's calls to the driver during pod start (its csi_operations_seconds)",
-		harness.CSICalls(kubeletBefore, kubeletAfter, harness.DriverName), "", "")
-	b.row("Warning events on the pods, by reason", b.podWarnings(ctx, "-pn-"), b.podWarnings(ctx, "-hp-"), "")
+		harness.CSICalls(kubeletBefore, kubeletAfter, harness.DriverName))
+	b.rowKinds("Warning events on the pods, by reason", b.byKind(func(k volumeKind) string {
+		return b.podWarnings(ctx, "-"+k.short+"-")
+	}))
 	for _, mode := range []string{"seq", "par"} {
-		b.row(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
-			b.phases(mode+"-pn-"), b.phases(mode+"-hp-"), "")
+		b.rowKinds(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
+			b.byKind(func(k volumeKind) string { return b.phases(mode + "-" + k.short + "-") }))
 	}
 	b.deletePods(ctx)
-	b.deleteVolumes(ctx, "ps", claims)
+	cleanup()
 	for _, c := range []struct {
-		name   string
-		pn, hp []time.Duration
-	}{{"sequential", seqPN, seqHP}, {"10 at once", parPN, parHP}} {
+		name string
+		d    map[string][]time.Duration
+	}{{"sequential", seq}, {"10 at once", par}} {
 		for _, q := range []struct {
 			name  string
 			p     float64
 			limit float64
-		}{{"median", 0.5, 1.10}, {"p95", 0.95, 1.25}} {
-			pn, hp := quantile(c.pn, q.p), quantile(c.hp, q.p)
-			ratio := pn.Seconds() / hp.Seconds()
-			b.row(fmt.Sprintf("pod start %s, %s (%d each, one node)", c.name, q.name, len(c.pn)),
-				pn.Round(time.Millisecond).String(), hp.Round(time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
-			b.goal(fmt.Sprintf("pod start %s %s ratio <= %.2f", c.name, q.name, q.limit), ratio <= q.limit, fmt.Sprintf("%.2f", ratio))
+		}{{"median", 0.5, 1.05}, {"p95", 0.95, 1.15}} {
+			at := map[string]time.Duration{}
+			for k, d := range c.d {
+				at[k] = quantile(d, q.p)
+			}
+			vsLocal, _ := b.rowTimes(fmt.Sprintf("pod start %s, %s (%d of each kind, one node)", c.name, q.name, len(c.d["pn"])),
+				at, time.Millisecond)
+			b.goal(fmt.Sprintf("pod start %s %s, per-node / local PV <= %.2f", c.name, q.name, q.limit),
+				vsLocal <= q.limit, fmt.Sprintf("%.2f", vsLocal))
 		}
 	}
+}
+
+// byKind is f of every kind, by its short name.
+func (b *bench) byKind(f func(volumeKind) string) map[string]string {
+	out := map[string]string{}
+	for _, k := range kinds {
+		out[k.short] = f(k)
+	}
+	return out
 }
 
 func quantile(d []time.Duration, q float64) time.Duration {
@@ -519,7 +610,9 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // The volume_plugin label of kubelet's storage_operation_duration_seconds.
 const (
 	csiPlugin      = "kubernetes.io/csi:" + harness.DriverName
+	localPlugin    = "kubernetes.io/local-volume"
 	hostPathPlugin = "kubernetes.io/host-path"
+	emptyDirPlugin = "kubernetes.io/empty-dir"
 )
 
 // podWarnings counts the Warning events on the namespace's pods whose names
@@ -580,22 +673,39 @@ const (
 )
 
 // manyVolumes mounts 200 volumes on every worker (each volume in one pod per
-// worker, 10 volumes per pod), in waves, first as hostPath volumes, then as
-// per-node volumes; then deletes the per-node volumes.
+// worker, 10 volumes per pod), in waves, as hostPath volumes, emptyDirs,
+// local PVs (200 per worker) and per-node volumes in turn; then deletes the
+// per-node volumes.
 func (b *bench) manyVolumes(ctx context.Context) {
-	claims := b.volumes(ctx, "mv", manyVolumes)
+	claims := b.volumes(ctx, "mv-pn", manyVolumes)
+	perWorker := map[string]int{}
+	for _, w := range b.workers {
+		perWorker[w] = manyVolumes
+	}
+	local := b.localVolumes(ctx, "mv-lp", perWorker)
+	hostDir := "/var/tmp/per-node-bench/" + b.ns
+	volume := func(kind, node string, i int) corev1.Volume {
+		name := fmt.Sprintf("v%03d", i)
+		switch kind {
+		case "pn":
+			return claimVolume(name, claims[i])
+		case "lp":
+			return claimVolume(name, local[node][i])
+		case "hp":
+			return hostPathVolume(name, fmt.Sprintf("%s/mv-%03d", hostDir, i))
+		}
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
 	podsPerWorker := manyVolumes / volumesPerPod
-	build := func(kind string, vol func(i int) corev1.Volume) [][]*corev1.Pod {
+	build := func(kind string) [][]*corev1.Pod {
 		all := make([][]*corev1.Pod, waves)
 		for wi, node := range b.workers {
 			for j := range podsPerWorker {
 				var vols []corev1.Volume
 				for k := range volumesPerPod {
-					vols = append(vols, vol(j*volumesPerPod+k))
+					vols = append(vols, volume(kind, node, j*volumesPerPod+k))
 				}
-				p := b.pod(fmt.Sprintf("%s-%d-%d", kind, wi, j), node, vols)
-				wave := j % waves
-				all[wave] = append(all[wave], p)
+				all[j%waves] = append(all[j%waves], b.pod(fmt.Sprintf("mv-%s-%d-%d", kind, wi, j), node, vols))
 			}
 		}
 		return all
@@ -607,48 +717,116 @@ func (b *bench) manyVolumes(ctx context.Context) {
 		}
 		return time.Since(start)
 	}
-	hostDir := "/var/tmp/per-node-bench/" + b.ns
-	kubeletHP := b.kubeletAll(ctx)
-	hp := run(build("mv-hp", func(i int) corev1.Volume {
-		return hostPathVolume(fmt.Sprintf("v%03d", i), fmt.Sprintf("%s/mv-%03d", hostDir, i))
-	}))
-	kubeletHPAfter := b.kubeletAll(ctx)
-	b.deletePods(ctx)
-
-	before := b.sampleAll(ctx)
-	kubeletPN := b.kubeletAll(ctx)
-	peak := b.watchPeakRSS(ctx)
-	pn := run(build("mv-pn", func(i int) corev1.Volume { return claimVolume(fmt.Sprintf("v%03d", i), claims[i]) }))
-	during := b.sampleAll(ctx)
-	kubeletPNAfter := b.kubeletAll(ctx)
-	peakRSS := peak()
-	b.row("kubelet's volume operations during the wave, by operation (all workers)",
-		harness.VolumeOps(kubeletPN, kubeletPNAfter, csiPlugin), harness.VolumeOps(kubeletHP, kubeletHPAfter, hostPathPlugin), "")
-	b.row("kubelet's calls to the driver during the wave (all workers)",
-		harness.CSICalls(kubeletPN, kubeletPNAfter, harness.DriverName), "", "")
+	took, ops := map[string]time.Duration{}, map[string]string{}
+	var before, during map[string]driverSample
+	var kubeletPN, kubeletPNAfter map[string]float64
+	var peakRSS float64
+	for _, k := range []volumeKind{kinds[2], kinds[3], kinds[1], kinds[0]} { // hostPath, emptyDir, local PV, per-node
+		kubeletBefore := b.kubeletAll(ctx)
+		var peak func() float64
+		if k.short == "pn" {
+			before, peak = b.sampleAll(ctx), b.watchPeakRSS(ctx)
+		}
+		took[k.short] = run(build(k.short))
+		kubeletAfter := b.kubeletAll(ctx)
+		ops[k.short] = harness.VolumeOps(kubeletBefore, kubeletAfter, k.plugin)
+		if k.short == "pn" {
+			during, peakRSS = b.sampleAll(ctx), peak()
+			kubeletPN, kubeletPNAfter = kubeletBefore, kubeletAfter
+		} else {
+			b.deletePods(ctx)
+		}
+	}
+	b.deleteLocalVolumes(ctx, slices.Concat(slices.Collect(maps.Values(local))...))
+	b.rowKinds("kubelet's volume operations during the wave, by operation (all workers)", ops)
+	b.row("kubelet's calls to the driver during the wave (all workers)", harness.CSICalls(kubeletPN, kubeletPNAfter, harness.DriverName))
 	cpu, req, _ := rates(before, during)
-	ratio := pn.Seconds() / hp.Seconds()
 	mounts := manyVolumes * len(b.workers)
-	b.row(fmt.Sprintf("%d volumes on each of %d workers (%d mounts, %d waves): all Ready", manyVolumes, len(b.workers), mounts, waves),
-		pn.Round(100*time.Millisecond).String(), hp.Round(100*time.Millisecond).String(), fmt.Sprintf("%.2f", ratio))
-	b.goal("many volumes Ready-time ratio <= 1.2", ratio <= 1.2, fmt.Sprintf("%.2f", ratio))
-	b.row("NodePublishVolume answers during the wave, by code", publishes(before, during), "", "")
-	b.row("the drivers' API requests during the wave, by verb and code", apiRequests(before, during), "", "")
+	vsLocal, _ := b.rowTimes(fmt.Sprintf("%d volumes on each of %d workers (%d mounts, %d waves): all Ready", manyVolumes, len(b.workers), mounts, waves),
+		took, 100*time.Millisecond)
+	b.goal("many volumes Ready-time, per-node / local PV <= 1.5", vsLocal <= 1.5, fmt.Sprintf("%.2f", vsLocal))
+	b.row("NodePublishVolume answers during the wave, by code", publishes(before, during))
+	b.row("the drivers' API requests during the wave, by verb and code", apiRequests(before, during))
 	for _, n := range b.workers {
 		assert.Equal(b.t, during[n].copies, float64(manyVolumes), "copies on %s after the wave", n)
 	}
 	b.row("driver during the wave: CPU s/min, API requests/min (per node), peak RSS (max of nodes)",
-		fmt.Sprintf("%.2f s, %.1f, %.1f MiB", cpu, req, peakRSS/mib), "", "")
+		fmt.Sprintf("%.2f s, %.1f, %.1f MiB", cpu, req, peakRSS/mib))
 	b.goal(fmt.Sprintf("driver RSS at %d copies <= 40 MiB", manyVolumes), peakRSS <= 40*mib, fmt.Sprintf("%.1f MiB", peakRSS/mib))
 
 	b.deletePods(ctx)
 	after := b.sampleAll(ctx)
-	b.row(fmt.Sprintf("driver RSS after, %d copies kept (max of nodes)", manyVolumes), memory(after), "", "")
-	took := b.deleteVolumes(ctx, "mv", claims)
+	b.row(fmt.Sprintf("driver RSS after, %d copies kept (max of nodes)", manyVolumes), memory(after))
+	gone := b.deleteVolumes(ctx, "mv-pn", claims)
 	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
-		took.Round(100*time.Millisecond).String(), "", "")
-	b.goal(fmt.Sprintf("all %d gone <= 30 s after the last delete", len(claims)), took <= 30*time.Second, took.Round(100*time.Millisecond).String())
-	b.row("the drivers' API requests during deletion, by verb and code", apiRequests(after, b.sampleAll(ctx)), "", "")
+		gone.Round(100*time.Millisecond).String())
+	b.goal(fmt.Sprintf("all %d gone <= 15 s after the last delete", len(claims)), gone <= 15*time.Second, gone.Round(100*time.Millisecond).String())
+	b.row("the drivers' API requests during deletion, by verb and code", apiRequests(after, b.sampleAll(ctx)))
+}
+
+// localVolumes makes, for each node, n local PersistentVolumes on it (a
+// directory under /var/tmp/per-node-bench, node affinity to the node) with
+// a claim each, prefix-<node index>-i, as the local static provisioner
+// would, and waits until every claim is bound. It returns the claims by node.
+func (b *bench) localVolumes(ctx context.Context, prefix string, n map[string]int) map[string][]string {
+	b.t.Helper()
+	out := map[string][]string{}
+	sc := "bench-local"
+	total := 0
+	for wi, node := range b.workers {
+		if n[node] == 0 {
+			continue
+		}
+		dir := fmt.Sprintf("/var/tmp/per-node-bench/%s/%s", b.ns, prefix)
+		_, err := harness.Run(ctx, hcfg.Repo, "docker", "exec", node, "sh", "-c",
+			fmt.Sprintf("for i in $(seq 0 %d); do mkdir -p %s/$i; done", n[node]-1, dir))
+		assert.NilError(b.t, err)
+		for i := range n[node] {
+			claim := fmt.Sprintf("%s-%d-%03d", prefix, wi, i)
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: b.ns + "-" + claim},
+				Spec: corev1.PersistentVolumeSpec{
+					StorageClassName:              sc,
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					ClaimRef:                      &corev1.ObjectReference{Namespace: b.ns, Name: claim},
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: fmt.Sprintf("%s/%d", dir, i)}},
+					NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+					}}}},
+				},
+			}
+			_, err := b.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+			assert.NilError(b.t, err)
+			b.t.Cleanup(func() {
+				_ = b.cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+			})
+			pvc := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: claim},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					StorageClassName: &sc, VolumeName: pv.Name,
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}
+			_, err = b.cs.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, pvc, metav1.CreateOptions{})
+			assert.NilError(b.t, err)
+			out[node] = append(out[node], claim)
+			total++
+		}
+	}
+	b.waitBound(ctx, prefix, total)
+	return out
+}
+
+// deleteLocalVolumes deletes the local claims and their PVs (the
+// directories go with the namespace's bench directory).
+func (b *bench) deleteLocalVolumes(ctx context.Context, claims []string) {
+	for _, c := range claims {
+		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, c, metav1.DeleteOptions{}))
+		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumes().Delete(ctx, b.ns+"-"+c, metav1.DeleteOptions{}))
+	}
 }
 
 // kubeletAll is every worker's kubelet metrics, each series summed over
