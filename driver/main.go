@@ -59,6 +59,34 @@ type options struct {
 	rootMustBeMountPoint bool
 	// copyLabels: label this node's Node with the copies it holds.
 	copyLabels bool
+	// limits are the client-side rate limits of each kind of API request.
+	limits apiLimits
+}
+
+// rateLimit is a client-side limit: requests per second, and bursts.
+type rateLimit struct {
+	qps   float64
+	burst int
+}
+
+// apiLimits are the driver's rate limits, one per kind of request, so that
+// one kind never delays another (docs/operating.md says why each default).
+type apiLimits struct {
+	mounts, removals, events, nodes rateLimit
+}
+
+func (l apiLimits) byKind() map[string]*rateLimit {
+	return map[string]*rateLimit{"mounts": &l.mounts, "removals": &l.removals, "events": &l.events, "nodes": &l.nodes}
+}
+
+// check refuses a limit that would be no limit or no requests.
+func (l apiLimits) check() error {
+	for kind, r := range l.byKind() {
+		if r.qps <= 0 || r.burst < 1 {
+			return fmt.Errorf("--api-qps-%s must be > 0 and --api-burst-%s >= 1 (got %v and %d)", kind, kind, r.qps, r.burst)
+		}
+	}
+	return nil
 }
 
 // registerFlags defines the driver's own flags on fs (klog's and the
@@ -75,6 +103,19 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	fs.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	fs.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
+	for _, l := range []struct {
+		kind, what string
+		r          *rateLimit
+		def        rateLimit
+	}{
+		{"mounts", "a publish's record of this node on the PersistentVolume", &o.limits.mounts, rateLimit{20, 40}},
+		{"removals", "the reclaim controller: removals, restored and dropped records", &o.limits.removals, rateLimit{10, 20}},
+		{"events", "events on PersistentVolumes", &o.limits.events, rateLimit{5, 10}},
+		{"nodes", "the Node watches and this node's copy labels", &o.limits.nodes, rateLimit{5, 10}},
+	} {
+		fs.Float64Var(&l.r.qps, "api-qps-"+l.kind, l.def.qps, "requests per second to the API server for "+l.what)
+		fs.IntVar(&l.r.burst, "api-burst-"+l.kind, l.def.burst, "bursts of requests to the API server for "+l.what)
+	}
 	fs.BoolVar(&o.copyLabels, "copy-labels", true, "label this node's Node copy.per-node.liken.sh/<pv-name> for each volume it holds a copy of, so that pods can prefer nodes that hold their data")
 	return fs.Bool("version", false, "print the version and exit")
 }
@@ -109,6 +150,9 @@ func run(ctx context.Context, o options) error {
 	if o.nodeID == "" {
 		return errors.New("--node-id is required (the Kubernetes node name)")
 	}
+	if err := o.limits.check(); err != nil {
+		return err
+	}
 	socket, err := rpcserver.SocketPath(o.endpoint)
 	if err != nil {
 		return err
@@ -125,7 +169,7 @@ func run(ctx context.Context, o options) error {
 	defer func() { _ = lock.Release() }()
 	var c clients
 	if !o.standalone {
-		if c, err = kubeClients(o.kubeconfig); err != nil {
+		if c, err = kubeClients(o.kubeconfig, o.limits); err != nil {
 			return err
 		}
 	}
@@ -281,7 +325,7 @@ type clients struct {
 // kubeClients connects to the API server: with kubeconfig if given, else
 // in-cluster. Missing credentials are an error: running without a cluster
 // is --standalone, never a fallback.
-func kubeClients(kubeconfig string) (clients, error) {
+func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -293,22 +337,22 @@ func kubeClients(kubeconfig string) (clients, error) {
 		return clients{}, fmt.Errorf("connect to the API server (use --standalone to run without a cluster): %w", err)
 	}
 	cfg.UserAgent = "per-node/" + version
-	with := func(qps float32, burst int) *rest.Config {
+	with := func(l rateLimit) *rest.Config {
 		c := rest.CopyConfig(cfg)
-		c.QPS, c.Burst = qps, burst
+		c.QPS, c.Burst = float32(l.qps), l.burst
 		return c
 	}
 	var c clients
-	if c.publish, err = kubernetes.NewForConfig(with(20, 40)); err != nil {
+	if c.publish, err = kubernetes.NewForConfig(with(limits.mounts)); err != nil {
 		return clients{}, err
 	}
-	if c.reclaim, err = kubernetes.NewForConfig(with(10, 20)); err != nil {
+	if c.reclaim, err = kubernetes.NewForConfig(with(limits.removals)); err != nil {
 		return clients{}, err
 	}
-	if c.events, err = kubernetes.NewForConfig(with(5, 10)); err != nil {
+	if c.events, err = kubernetes.NewForConfig(with(limits.events)); err != nil {
 		return clients{}, err
 	}
-	c.meta, err = metadata.NewForConfig(with(5, 10))
+	c.meta, err = metadata.NewForConfig(with(limits.nodes))
 	return c, err
 }
 

@@ -4,16 +4,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
+	"k8s.io/client-go/kubernetes"
 
 	"liken.sh/per-node/driver/internal/metrics"
 )
@@ -80,8 +83,50 @@ func TestReadyzWaitsForRegistration(t *testing.T) {
 func TestNoClusterIsAnErrorWithoutStandalone(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	_, err := kubeClients("")
+	_, err := kubeClients("", apiLimits{})
 	assert.ErrorContains(t, err, "--standalone")
+}
+
+// Each kind of API request gets the rate limit its flags give, defaults
+// included; a limit of no requests (or of none) is refused before the
+// driver touches anything.
+func TestAPIRateLimitsAreTheFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	assert.NilError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	for _, tc := range []struct {
+		args []string
+		want apiLimits
+	}{
+		{nil, apiLimits{mounts: rateLimit{20, 40}, removals: rateLimit{10, 20}, events: rateLimit{5, 10}, nodes: rateLimit{5, 10}}},
+		{[]string{"--api-qps-removals=25", "--api-burst-removals=50", "--api-qps-nodes=2.5"},
+			apiLimits{mounts: rateLimit{20, 40}, removals: rateLimit{25, 50}, events: rateLimit{5, 10}, nodes: rateLimit{2.5, 10}}},
+	} {
+		var o options
+		fs := flag.NewFlagSet("per-node", flag.ContinueOnError)
+		registerFlags(fs, &o)
+		assert.NilError(t, fs.Parse(tc.args))
+		assert.Equal(t, o.limits, tc.want, "flags %v", tc.args)
+		c, err := kubeClients(kubeconfig, o.limits)
+		assert.NilError(t, err)
+		for kind, client := range map[string]kubernetes.Interface{"mounts": c.publish, "removals": c.reclaim, "events": c.events} {
+			got := client.(*kubernetes.Clientset).CoreV1().RESTClient().GetRateLimiter().QPS()
+			assert.Equal(t, float64(got), tc.want.byKind()[kind].qps, "%s with flags %v", kind, tc.args)
+		}
+	}
+	for _, bad := range []string{"--api-qps-mounts=0", "--api-burst-events=0", "--api-qps-nodes=-1"} {
+		var o options
+		fs := flag.NewFlagSet("per-node", flag.ContinueOnError)
+		registerFlags(fs, &o)
+		assert.NilError(t, fs.Parse([]string{"--node-id=n", "--standalone", "--root=" + t.TempDir(), bad}))
+		err := run(context.Background(), o)
+		assert.ErrorContains(t, err, strings.SplitN(strings.TrimPrefix(bad, "--"), "=", 2)[0], "flag %s", bad)
+	}
 }
 
 // /metrics is served on the health port, in the Prometheus text format.
