@@ -46,7 +46,7 @@ func TestScale(t *testing.T) {
 		r := client(t, c)
 		cs, err := kubernetes.NewForConfig(unthrottled(r.GetConfig()))
 		assert.NilError(t, err)
-		b := &bench{t: t, r: r, cs: cs, ns: newNamespace(t, r), workers: workers(t, r), ready: map[string]*corev1.Pod{}}
+		b := &bench{t: t, r: r, cs: cs, ns: newNamespace(t, r), workers: workers(t, r), ready: map[string]*corev1.Pod{}, took: map[string]time.Duration{}}
 		parts := benchParts(t)
 		if parts["idle"] {
 			b.idleCost(ctx)
@@ -100,7 +100,8 @@ type bench struct {
 	rows    []benchRow
 	goals   []string
 	batch   int
-	ready   map[string]*corev1.Pod // each pod as the watch first showed it Ready
+	ready   map[string]*corev1.Pod   // each pod as the watch first showed it Ready
+	took    map[string]time.Duration // each pod's create call to the watch showing it Ready
 }
 
 // benchRow is a figure for per-node and each baseline (by kind), and the
@@ -429,7 +430,9 @@ func (b *bench) start(ctx context.Context, pods []*corev1.Pod) []time.Duration {
 	wg.Wait()
 	out := make([]time.Duration, 0, len(pods))
 	for _, p := range pods {
-		out = append(out, ready[p.Name].Sub(created[p.Name]))
+		d := ready[p.Name].Sub(created[p.Name])
+		b.took[p.Name] = d
+		out = append(out, d)
 	}
 	return out
 }
@@ -566,6 +569,9 @@ func (b *bench) podStart(ctx context.Context) {
 		b.rowKinds(fmt.Sprintf("pod start %s, median of each phase (pod conditions, 1 s steps)", mode),
 			b.byKind(func(k volumeKind) string { return b.phases(mode + "-" + k.short + "-") }))
 	}
+	b.rowKinds("pod start 10 at once, the 2 slowest pods: each phase and the pod's events", b.byKind(func(k volumeKind) string {
+		return b.slowest(ctx, "par-"+k.short+"-", 2)
+	}))
 	b.deletePods(ctx)
 	cleanup()
 	for _, c := range []struct {
@@ -662,6 +668,38 @@ func (b *bench) phases(prefix string) string {
 	}
 	return fmt.Sprintf("scheduled %s, volumes and sandbox %s, containers Ready %s",
 		quantile(sched, 0.5), quantile(sandbox, 0.5), quantile(ready, 0.5))
+}
+
+// slowest describes the n slowest pods whose names start with prefix: how
+// long each took, its phases (pod conditions, whole seconds) and the
+// reasons of its events.
+func (b *bench) slowest(ctx context.Context, prefix string, n int) string {
+	var names []string
+	for name := range b.took {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(x, y string) int { return int(b.took[y] - b.took[x]) })
+	var parts []string
+	for _, name := range names[:min(n, len(names))] {
+		p := b.ready[name]
+		at := map[corev1.PodConditionType]time.Time{}
+		for _, c := range p.Status.Conditions {
+			at[c.Type] = c.LastTransitionTime.Time
+		}
+		evs, err := b.cs.CoreV1().Events(b.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		assert.NilError(b.t, err)
+		var reasons []string
+		for _, e := range evs.Items {
+			reasons = append(reasons, fmt.Sprintf("%s %s", e.LastTimestamp.Sub(p.CreationTimestamp.Time), e.Reason))
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (scheduled +%s, volumes and sandbox +%s, Ready +%s; events: %s)",
+			name, b.took[name].Round(time.Millisecond), at[corev1.PodScheduled].Sub(p.CreationTimestamp.Time),
+			at[corev1.PodReadyToStartContainers].Sub(at[corev1.PodScheduled]), at[corev1.PodReady].Sub(at[corev1.PodReadyToStartContainers]),
+			strings.Join(reasons, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // --- many volumes ----------------------------------------------------------

@@ -72,8 +72,19 @@ func New(meta metadata.Interface, node string, copies Copies) *Labeller {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "copy-labels"})}
 }
 
+// batch is how long the labels wait after a copy is made or removed: the
+// copies a burst makes or removes meanwhile (a node starting many pods of
+// new volumes, the deletion of many PVs) go in one PATCH. Every PATCH of a
+// Node reaches every watcher of Nodes in the cluster; a label is a hint for
+// the scheduler, and a second late.
+const batch = time.Second
+
 // Changed says the copies on disk changed (one made, one removed).
-func (l *Labeller) Changed() { l.queue.Add(l.node) }
+func (l *Labeller) Changed() { l.queue.AddAfter(l.node, batch) }
+
+// nodeChanged: the Node changed (a hand edit, registered again); labels
+// it at once.
+func (l *Labeller) nodeChanged() { l.queue.Add(l.node) }
 
 // Run keeps the labels until ctx ends. It returns an error if its cache of
 // this node's Node never syncs.
@@ -84,8 +95,8 @@ func (l *Labeller) Run(ctx context.Context) error {
 	informer := factory.ForResource(nodes)
 	l.lister = informer.Lister()
 	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { l.Changed() },
-		UpdateFunc: func(any, any) { l.Changed() },
+		AddFunc:    func(any) { l.nodeChanged() },
+		UpdateFunc: func(any, any) { l.nodeChanged() },
 	}); err != nil {
 		return err
 	}

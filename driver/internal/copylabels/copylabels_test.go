@@ -6,6 +6,7 @@ package copylabels
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -174,4 +175,39 @@ func TestTheLabelsFollowTheCopiesOnDisk(t *testing.T) {
 	got, err := copyLabels(t, meta, "w2")
 	assert.NilError(t, err)
 	assert.DeepEqual(t, got, map[string]string{Key("other"): ""})
+}
+
+// A burst of copies made (a node starting many pods of new volumes at once)
+// costs the Node a handful of PATCHes, not one per copy: every PATCH of a
+// Node is sent to every watcher of Nodes in the cluster.
+func TestABurstOfCopiesIsLabelledInFewPatches(t *testing.T) {
+	scheme := runtime.NewScheme()
+	assert.NilError(t, metav1.AddMetaToScheme(scheme))
+	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeMeta("w1", nil))
+	disk := &fakeCopies{}
+	l := New(meta, "w1", disk)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); assert.NilError(t, <-done) })
+	waitLabels(t, meta, "w1", map[string]string{})
+
+	var handles []string
+	want := map[string]string{}
+	for i := range 40 {
+		h := fmt.Sprintf("v%02d", i)
+		handles = append(handles, h)
+		want[Key(h)] = ""
+		disk.set(handles...)
+		l.Changed()
+		time.Sleep(5 * time.Millisecond) // copies made one after another, as publishes do
+	}
+	waitLabels(t, meta, "w1", want)
+	patches := 0
+	for _, a := range meta.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	assert.Assert(t, patches <= 3, "40 copies made over 200 ms took %d PATCHes of the Node", patches)
 }
