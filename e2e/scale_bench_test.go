@@ -523,7 +523,7 @@ func (b *bench) startVolumes(ctx context.Context, prefix, node string, n int) (p
 		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
 	return vol, func() {
-		b.deleteVolumes(ctx, prefix+"-pn", pn)
+		_, _ = b.deleteVolumes(ctx, prefix+"-pn", pn)
 		b.deleteLocalVolumes(ctx, lp)
 	}
 }
@@ -795,9 +795,10 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	b.deletePods(ctx)
 	after := b.sampleAll(ctx)
 	b.row(fmt.Sprintf("driver RSS after, %d copies kept (max of nodes)", manyVolumes), memory(after))
-	gone := b.deleteVolumes(ctx, "mv-pn", claims)
+	gone, where := b.deleteVolumes(ctx, "mv-pn", claims)
 	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
 		gone.Round(100*time.Millisecond).String())
+	b.row("deletion of the PVs: where each PV's time went", where)
 	b.goal(fmt.Sprintf("all %d gone <= 15 s after the last delete", len(claims)), gone <= 15*time.Second, gone.Round(100*time.Millisecond).String())
 	b.row("the drivers' API requests during deletion, by verb and code", apiRequests(after, b.sampleAll(ctx)))
 }
@@ -916,12 +917,40 @@ func (b *bench) watchPeakRSS(ctx context.Context) func() float64 {
 
 // deleteVolumes deletes the claims prefix-*, then their PVs, and returns the
 // time from the last delete until every PV is gone and no worker holds a
-// copy (trash included).
-func (b *bench) deleteVolumes(ctx context.Context, prefix string, claims []string) time.Duration {
+// copy (trash included), and where each PV's time went: from its delete
+// call until the PV protection (kube-controller-manager's) let it go, and
+// from there until the nodes' drivers had removed their copies and records
+// and the PV was gone.
+func (b *bench) deleteVolumes(ctx context.Context, prefix string, claims []string) (time.Duration, string) {
+	w, err := b.cs.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{})
+	assert.NilError(b.t, err)
+	defer w.Stop()
+	var mu sync.Mutex
+	deleted, unprotected, gone := map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	go func() {
+		for ev := range w.ResultChan() {
+			pv, ok := ev.Object.(*corev1.PersistentVolume)
+			if !ok || !strings.HasPrefix(pv.Name, b.ns+"-"+prefix+"-") {
+				continue
+			}
+			mu.Lock()
+			if _, seen := unprotected[pv.Name]; !seen && pv.DeletionTimestamp != nil && !slices.Contains(pv.Finalizers, "kubernetes.io/pv-protection") {
+				unprotected[pv.Name] = time.Now()
+			}
+			if ev.Type == watch.Deleted {
+				gone[pv.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}()
 	for _, c := range claims {
 		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, c, metav1.DeleteOptions{}))
 	}
+	first := time.Now()
 	for _, c := range claims {
+		mu.Lock()
+		deleted[b.ns+"-"+c] = time.Now()
+		mu.Unlock()
 		assert.NilError(b.t, b.cs.CoreV1().PersistentVolumes().Delete(ctx, b.ns+"-"+c, metav1.DeleteOptions{}))
 	}
 	last := time.Now()
@@ -951,5 +980,21 @@ func (b *bench) deleteVolumes(ctx context.Context, prefix string, claims []strin
 		}
 		return poll.Success()
 	}, poll.WithTimeout(10*time.Minute), poll.WithDelay(500*time.Millisecond))
-	return time.Since(last)
+	took := time.Since(last)
+	mu.Lock()
+	defer mu.Unlock()
+	var protection, drivers []time.Duration
+	for pv, at := range deleted {
+		u, ok1 := unprotected[pv]
+		g, ok2 := gone[pv]
+		if ok1 && ok2 {
+			protection, drivers = append(protection, u.Sub(at)), append(drivers, g.Sub(u))
+		}
+	}
+	if len(protection) == 0 {
+		return took, "not seen"
+	}
+	return took, fmt.Sprintf("the deletes sent over %s; each PV: delete to PV protection gone median %s, max %s; then to PV gone median %s, max %s (%d PVs seen)",
+		last.Sub(first).Round(100*time.Millisecond), quantile(protection, 0.5).Round(10*time.Millisecond), quantile(protection, 1).Round(10*time.Millisecond),
+		quantile(drivers, 0.5).Round(10*time.Millisecond), quantile(drivers, 1).Round(10*time.Millisecond), len(protection))
 }
