@@ -226,15 +226,9 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 	if err != nil {
 		return err
 	}
-	err = r.asDriverPatch(ctx, node, pvName, patch)
-	if err == nil {
-		return fmt.Errorf("%w: the driver's account on %s was allowed to %s on PersistentVolume %s (patch %s); expected a refusal",
-			harness.ErrNotSeen, node, what, pvName, patch)
+	if err := r.refusedByPolicy(r.asDriverPatch(ctx, node, pvName, patch), node, what, "PersistentVolume "+pvName, patch); err != nil {
+		return err
 	}
-	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		return fmt.Errorf("the driver's account on %s, %s: expected Forbidden or Invalid from the admission policy, got: %w", node, what, err)
-	}
-	r.t.Logf("refused as expected: %v", err)
 	after, err := r.pv(ctx, pvName)
 	if err != nil {
 		return err
@@ -242,6 +236,21 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 	if d := cmp.Diff(pvContent(before), pvContent(after)); d != "" {
 		return fmt.Errorf("the refused change still changed PersistentVolume %s (-before +after):\n%s", pvName, d)
 	}
+	return nil
+}
+
+// refusedByPolicy requires err to be the API server's refusal (Forbidden
+// or Invalid: an admission policy's) of what the driver's account on node
+// tried on object.
+func (r *Run) refusedByPolicy(err error, node, what, object, patch string) error {
+	if err == nil {
+		return fmt.Errorf("%w: the driver's account on %s was allowed to %s on %s (patch %s); expected a refusal",
+			harness.ErrNotSeen, node, what, object, patch)
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		return fmt.Errorf("the driver's account on %s, %s: expected Forbidden or Invalid from the admission policy, got: %w", node, what, err)
+	}
+	r.t.Logf("refused as expected: %v", err)
 	return nil
 }
 
