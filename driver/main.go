@@ -75,15 +75,28 @@ type apiLimits struct {
 	mounts, removals, events, nodes rateLimit
 }
 
-func (l apiLimits) byKind() map[string]*rateLimit {
-	return map[string]*rateLimit{"mounts": &l.mounts, "removals": &l.removals, "events": &l.events, "nodes": &l.nodes}
+// limitKind is one kind of request with a limit of its own: its name in the
+// flags, what it is, its limit in l and the default.
+type limitKind struct {
+	name, what string
+	r          *rateLimit
+	def        rateLimit
+}
+
+func (l *apiLimits) kinds() []limitKind {
+	return []limitKind{
+		{"mounts", "a publish's record of this node on the PersistentVolume", &l.mounts, rateLimit{20, 40}},
+		{"removals", "the reclaim controller: removals, restored and dropped records", &l.removals, rateLimit{10, 20}},
+		{"events", "events on PersistentVolumes", &l.events, rateLimit{5, 10}},
+		{"nodes", "the Node watches and this node's copy labels", &l.nodes, rateLimit{5, 10}},
+	}
 }
 
 // check refuses a limit that would be no limit or no requests.
-func (l apiLimits) check() error {
-	for kind, r := range l.byKind() {
-		if r.qps <= 0 || r.burst < 1 {
-			return fmt.Errorf("--api-qps-%s must be > 0 and --api-burst-%s >= 1 (got %v and %d)", kind, kind, r.qps, r.burst)
+func (l *apiLimits) check() error {
+	for _, k := range l.kinds() {
+		if k.r.qps <= 0 || k.r.burst < 1 {
+			return fmt.Errorf("--api-qps-%s must be > 0 and --api-burst-%s >= 1 (got %v and %d)", k.name, k.name, k.r.qps, k.r.burst)
 		}
 	}
 	return nil
@@ -103,18 +116,9 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	fs.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	fs.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
-	for _, l := range []struct {
-		kind, what string
-		r          *rateLimit
-		def        rateLimit
-	}{
-		{"mounts", "a publish's record of this node on the PersistentVolume", &o.limits.mounts, rateLimit{20, 40}},
-		{"removals", "the reclaim controller: removals, restored and dropped records", &o.limits.removals, rateLimit{10, 20}},
-		{"events", "events on PersistentVolumes", &o.limits.events, rateLimit{5, 10}},
-		{"nodes", "the Node watches and this node's copy labels", &o.limits.nodes, rateLimit{5, 10}},
-	} {
-		fs.Float64Var(&l.r.qps, "api-qps-"+l.kind, l.def.qps, "requests per second to the API server for "+l.what)
-		fs.IntVar(&l.r.burst, "api-burst-"+l.kind, l.def.burst, "bursts of requests to the API server for "+l.what)
+	for _, k := range o.limits.kinds() {
+		fs.Float64Var(&k.r.qps, "api-qps-"+k.name, k.def.qps, "requests per second to the API server for "+k.what)
+		fs.IntVar(&k.r.burst, "api-burst-"+k.name, k.def.burst, "bursts of requests to the API server for "+k.what)
 	}
 	fs.BoolVar(&o.copyLabels, "copy-labels", true, "label this node's Node copy.per-node.liken.sh/<pv-name> for each volume it holds a copy of, so that pods can prefer nodes that hold their data")
 	return fs.Bool("version", false, "print the version and exit")

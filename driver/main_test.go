@@ -114,9 +114,12 @@ current-context: x
 		assert.Equal(t, o.limits, tc.want, "flags %v", tc.args)
 		c, err := kubeClients(kubeconfig, o.limits)
 		assert.NilError(t, err)
-		for kind, client := range map[string]kubernetes.Interface{"mounts": c.publish, "removals": c.reclaim, "events": c.events} {
-			got := client.(*kubernetes.Clientset).CoreV1().RESTClient().GetRateLimiter().QPS()
-			assert.Equal(t, float64(got), tc.want.byKind()[kind].qps, "%s with flags %v", kind, tc.args)
+		for kind, got := range map[string]struct {
+			client kubernetes.Interface
+			want   rateLimit
+		}{"mounts": {c.publish, tc.want.mounts}, "removals": {c.reclaim, tc.want.removals}, "events": {c.events, tc.want.events}} {
+			qps := got.client.(*kubernetes.Clientset).CoreV1().RESTClient().GetRateLimiter().QPS()
+			assert.Equal(t, float64(qps), got.want.qps, "%s with flags %v", kind, tc.args)
 		}
 	}
 	for _, bad := range []string{"--api-qps-mounts=0", "--api-burst-events=0", "--api-qps-nodes=-1"} {

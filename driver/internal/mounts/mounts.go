@@ -29,10 +29,10 @@ type Mounter interface {
 	// Bind mounts source at target (an existing directory) with flags
 	// (MS_RDONLY, MS_NOSUID, ...; see Flags), 0 for none.
 	Bind(source, target string, flags uintptr) error
-	// Unmount detaches the mount at target and reports whether there was
-	// one: a target that is not a mount point, or is missing, is (false,
-	// nil). A symlink at target is not followed.
-	Unmount(target string) (bool, error)
+	// Unmount detaches the mount at target; a target that is not a mount
+	// point, or is missing, has nothing to detach. A symlink at target is
+	// not followed.
+	Unmount(target string) error
 	// IsMountPoint reports whether path is a mount point; a missing path is not.
 	IsMountPoint(path string) (bool, error)
 }
@@ -159,15 +159,12 @@ func ReadOnly(path string) (bool, error) {
 // mount point" (EINVAL) or "missing" (ENOENT) itself: asking first would
 // walk the path for a check the kernel makes anyway, and cost more than the
 // unmount among few mounts (make bench).
-func (k *Kernel) Unmount(target string) (bool, error) {
+func (k *Kernel) Unmount(target string) error {
 	err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
-		return false, nil
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil
 	}
-	return false, fmt.Errorf("unmount %s: %w", target, err)
+	return fmt.Errorf("unmount %s: %w", target, err)
 }
 
 // IsMountPoint implements Mounter with mount-utils' fast check (statx and

@@ -44,7 +44,7 @@ func mountOthers(b *testing.B, s *Server, dir string, n int) {
 		if _, err := s.NodePublishVolume(context.Background(), publishReq(handle, target, "p")); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _, _ = s.mounter.Unmount(target) })
+		b.Cleanup(func() { _ = s.mounter.Unmount(target) })
 	}
 }
 

@@ -134,7 +134,7 @@ func trashStuckOnAMount(t *testing.T, s *Server, dir string) string {
 	t.Cleanup(func() {
 		entries, _ := os.ReadDir(s.layout.TrashDir())
 		for _, e := range entries {
-			_, _ = mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), e.Name(), "data/mnt"))
+			_ = mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), e.Name(), "data/mnt"))
 		}
 	})
 	removed, err := s.RemoveCopy("store", "u")
@@ -160,8 +160,7 @@ func TestTrashRemovalIsRetriedUntilDone(t *testing.T) {
 	entries, err := os.ReadDir(s.layout.TrashDir())
 	assert.NilError(t, err)
 	assert.Equal(t, len(entries), 1)
-	_, err = mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), entries[0].Name(), "data/mnt"))
-	assert.NilError(t, err)
+	assert.NilError(t, mounts.NewKernel().Unmount(filepath.Join(s.layout.TrashDir(), entries[0].Name(), "data/mnt")))
 	waitTrashEmpty(t, s)
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if slices.Contains(tr.reasons(), "CopyRemoved") {

@@ -179,7 +179,7 @@ func (s *Server) ensureCopy(handle, copyDir string) error {
 // unpublish unmounts target if it is mounted and removes it. The caller
 // holds the handle's lock.
 func (s *Server) unpublish(handle, target string) error {
-	if _, err := s.mounter.Unmount(target); err != nil {
+	if err := s.mounter.Unmount(target); err != nil {
 		return err
 	}
 	if h, ok := s.holders.Get(handle); ok && h.Target == target {

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"liken.sh/per-node/driver/internal/namepart"
 )
 
 const me = "worker-a"
@@ -39,7 +41,7 @@ func pv(name, uid string, finalizers ...string) *corev1.PersistentVolume {
 func recorded(p *corev1.PersistentVolume, nodes ...string) *corev1.PersistentVolume {
 	for _, n := range nodes {
 		p.Finalizers = append(p.Finalizers, Finalizer(n))
-		if hashed(n) {
+		if namepart.Hashed(n) {
 			if p.Annotations == nil {
 				p.Annotations = map[string]string{}
 			}

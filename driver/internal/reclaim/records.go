@@ -25,9 +25,6 @@ func Finalizer(node string) string {
 	return FinalizerPrefix + namepart.Of(node)
 }
 
-// hashed reports whether node's finalizer carries a hash, not the name.
-func hashed(node string) bool { return namepart.Hashed(node) }
-
 // HasRecord reports whether the PV records that node holds a copy: its
 // finalizer, and for a long name the annotation that spells the name out.
 func HasRecord(pv *corev1.PersistentVolume, node string) bool {
@@ -35,7 +32,7 @@ func HasRecord(pv *corev1.PersistentVolume, node string) bool {
 	if !slices.Contains(pv.Finalizers, f) {
 		return false
 	}
-	return !hashed(node) || pv.Annotations[f] == node
+	return !namepart.Hashed(node) || pv.Annotations[f] == node
 }
 
 // Recorded lists the nodes a PV records as holders. A hashed finalizer
@@ -49,23 +46,20 @@ func Recorded(pv *corev1.PersistentVolume) []string {
 		if !ok {
 			continue
 		}
-		if full, ok := pv.Annotations[f]; ok && hashed(full) && Finalizer(full) == f {
+		if full, ok := pv.Annotations[f]; ok && namepart.Hashed(full) && Finalizer(full) == f {
 			nodes = append(nodes, full)
 			continue
 		}
-		if looksHashed(part) || Finalizer(part) != f {
-			continue // a hash without its name, or a name no finalizer of ours spells
+		// A hash without its name, or a name no finalizer of ours spells. A
+		// real node name of the hashed shape is read as hashed too, so it is
+		// never dropped on a guess; its node re-records it with the annotation.
+		if namepart.LooksHashed(part) || Finalizer(part) != f {
+			continue
 		}
 		nodes = append(nodes, part)
 	}
 	return nodes
 }
-
-// looksHashed reports whether a finalizer's name part has the shape
-// namepart.Of gives a long name. A real node name of that shape is read as
-// hashed too, so it is never dropped on a guess; its node re-records it
-// with the annotation.
-func looksHashed(part string) bool { return namepart.LooksHashed(part) }
 
 // recordPatch is a strategic merge patch that adds (add) or removes
 // (!add) exactly node's record and nothing else. Finalizers merge as a
@@ -83,7 +77,7 @@ func recordPatch(pv *corev1.PersistentVolume, node string, add bool) []byte {
 	} else {
 		meta["$deleteFromPrimitiveList/finalizers"] = []string{f}
 	}
-	if hashed(node) {
+	if namepart.Hashed(node) {
 		if add {
 			meta["annotations"] = map[string]any{f: node}
 		} else {
