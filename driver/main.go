@@ -21,9 +21,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/copylabels"
+	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
 	"liken.sh/per-node/driver/internal/node"
@@ -320,10 +318,10 @@ func dial(socket string) error {
 // own rate limit, so that a burst of events or of reclaim work never delays
 // the record a publish waits for.
 type clients struct {
-	publish kubernetes.Interface // NodePublishVolume's record of this node
-	reclaim kubernetes.Interface // the reclaim controller: watches, and patches when it acts
-	events  kubernetes.Interface // events on PersistentVolumes
-	meta    metadata.Interface   // Nodes, watched as metadata only
+	publish kube.PersistentVolumes // NodePublishVolume's record of this node
+	reclaim kube.PersistentVolumes // the reclaim controller: watches, and patches when it acts
+	events  record.EventSink       // events on PersistentVolumes
+	meta    metadata.Interface     // Nodes, watched as metadata only
 }
 
 // kubeClients connects to the API server: with kubeconfig if given, else
@@ -347,13 +345,13 @@ func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
 		return c
 	}
 	var c clients
-	if c.publish, err = kubernetes.NewForConfig(with(limits.mounts)); err != nil {
+	if c.publish, err = kube.NewPersistentVolumes(with(limits.mounts)); err != nil {
 		return clients{}, err
 	}
-	if c.reclaim, err = kubernetes.NewForConfig(with(limits.removals)); err != nil {
+	if c.reclaim, err = kube.NewPersistentVolumes(with(limits.removals)); err != nil {
 		return clients{}, err
 	}
-	if c.events, err = kubernetes.NewForConfig(with(limits.events)); err != nil {
+	if c.events, err = kube.NewEventSink(with(limits.events)); err != nil {
 		return clients{}, err
 	}
 	c.meta, err = metadata.NewForConfig(with(limits.nodes))
@@ -361,8 +359,8 @@ func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
 }
 
 // eventRecorder records events on PersistentVolumes as this node's driver.
-func eventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) record.EventRecorder {
+func eventRecorder(ctx context.Context, sink record.EventSink, nodeName string) record.EventRecorder {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: reclaim.DriverName, Host: nodeName})
+	b.StartRecordingToSink(sink)
+	return b.NewRecorder(kube.Scheme, corev1.EventSource{Component: reclaim.DriverName, Host: nodeName})
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"liken.sh/per-node/driver/internal/metrics"
 )
@@ -115,10 +115,10 @@ current-context: x
 		c, err := kubeClients(kubeconfig, o.limits)
 		assert.NilError(t, err)
 		for kind, got := range map[string]struct {
-			client kubernetes.Interface
+			client any
 			want   rateLimit
 		}{"mounts": {c.publish, tc.want.mounts}, "removals": {c.reclaim, tc.want.removals}, "events": {c.events, tc.want.events}} {
-			qps := got.client.(*kubernetes.Clientset).CoreV1().RESTClient().GetRateLimiter().QPS()
+			qps := got.client.(interface{ GetClient() rest.Interface }).GetClient().GetRateLimiter().QPS()
 			assert.Equal(t, float64(qps), got.want.qps, "%s with flags %v", kind, tc.args)
 		}
 	}

@@ -26,11 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/namepart"
 )
 
@@ -89,23 +89,20 @@ func (l *Labeller) nodeChanged() { l.queue.Add(l.node) }
 // Run keeps the labels until ctx ends. It returns an error if its cache of
 // this node's Node never syncs.
 func (l *Labeller) Run(ctx context.Context) error {
-	factory := metadatainformer.NewFilteredSharedInformerFactory(l.meta, resync, "", func(o *metav1.ListOptions) {
+	informer := kube.MetadataInformer(l.meta, nodes, resync, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.node).String()
 	})
-	informer := factory.ForResource(nodes)
-	l.lister = informer.Lister()
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	l.lister = cache.NewGenericLister(informer.GetIndexer(), nodes.GroupResource())
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { l.nodeChanged() },
 		UpdateFunc: func(any, any) { l.nodeChanged() },
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync", gvr)
-		}
+	stop, err := kube.Start(ctx, informer)
+	defer stop()
+	if err != nil {
+		return fmt.Errorf("this node's Node: %w", err)
 	}
 	go func() {
 		<-ctx.Done()

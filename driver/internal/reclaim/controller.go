@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,15 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/metrics"
 )
 
@@ -71,7 +70,7 @@ type Copies interface {
 // restores this node's records where they vanished, and drops the records
 // of Nodes that are gone.
 type Controller struct {
-	client  kubernetes.Interface
+	client  kube.PersistentVolumes
 	meta    metadata.Interface
 	node    string
 	copies  Copies
@@ -87,7 +86,7 @@ type Controller struct {
 // NewController returns the controller of node. meta watches Nodes as
 // metadata only. m (may be nil) counts removals, and is given the records
 // this node holds to report.
-func NewController(client kubernetes.Interface, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
+func NewController(client kube.PersistentVolumes, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
 	c := &Controller{client: client, meta: meta, node: node, copies: copies, metrics: m,
 		tracker: NewTracker(client, node, nil),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -102,15 +101,17 @@ func NewController(client kubernetes.Interface, meta metadata.Interface, node st
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
 func (c *Controller) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, resync, informers.WithTransform(lean))
-	pvInformer := factory.Core().V1().PersistentVolumes()
-	c.pvs = pvInformer.Lister()
+	pvInformer := kube.PersistentVolumeInformer(c.client, resync)
+	if err := pvInformer.SetTransform(lean); err != nil {
+		return err
+	}
+	c.pvs = listersv1.NewPersistentVolumeLister(pvInformer.GetIndexer())
 	onPV := func(obj any) {
 		if pv, ok := obj.(*corev1.PersistentVolume); ok && ours(pv) {
 			c.queue.Add(pv.Name)
 		}
 	}
-	if _, err := pvInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := pvInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) },
 		DeleteFunc: func(obj any) {
 			if name := objectName(obj); name != "" {
@@ -120,28 +121,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(c.meta, resync, metadatainformer.WithTransform(lean))
-	nodeInformer := metaFactory.ForResource(nodesResource)
-	c.nodes = nodeInformer.Lister()
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeInformer := kube.MetadataInformer(c.meta, nodesResource, resync, nil)
+	if err := nodeInformer.SetTransform(lean); err != nil {
+		return err
+	}
+	c.nodes = cache.NewGenericLister(nodeInformer.GetIndexer(), nodesResource.GroupResource())
+	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onNode(objectName(obj)) },
 		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	metaFactory.Start(ctx.Done())
-	defer factory.Shutdown()
-	defer metaFactory.Shutdown()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync", typ)
-		}
-	}
-	for gvr, ok := range metaFactory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("the %v cache did not sync", gvr)
-		}
+	stop, err := kube.Start(ctx, pvInformer, nodeInformer)
+	defer stop()
+	if err != nil {
+		return fmt.Errorf("PersistentVolumes and Nodes: %w", err)
 	}
 	c.synced.Store(true)
 	if err := c.queueLocal(); err != nil {
@@ -180,12 +174,38 @@ func (c *Controller) Cached(name string) (*corev1.PersistentVolume, bool) {
 
 // lean drops from an object before it is cached what the controller never
 // reads: its managed fields, which on a Node (kubelet writes its status)
-// are most of what a metadata-only watch holds.
+// are most of what a metadata-only watch holds; and of a PersistentVolume
+// of another driver or none, all but othersPV keeps. Every node's driver
+// watches every PV of the cluster, and most are not per-node's.
 func lean(obj any) (any, error) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok && !ours(pv) {
+		return othersPV(pv), nil
+	}
 	if o, err := meta.Accessor(obj); err == nil {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// othersPV is what the controller reads of a PV that is not per-node's:
+// that it is not (spec.csi's driver and handle, for CheckOurs' message),
+// and what decides a copy on disk that bears its name (UID, finalizers,
+// deletion, this driver's record annotations).
+func othersPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
+	kept := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name, UID: pv.UID,
+		ResourceVersion: pv.ResourceVersion, DeletionTimestamp: pv.DeletionTimestamp, Finalizers: pv.Finalizers}}
+	for k, v := range pv.Annotations {
+		if strings.HasPrefix(k, FinalizerPrefix) {
+			if kept.Annotations == nil {
+				kept.Annotations = map[string]string{}
+			}
+			kept.Annotations[k] = v
+		}
+	}
+	if csi := pv.Spec.CSI; csi != nil {
+		kept.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: csi.Driver, VolumeHandle: csi.VolumeHandle}
+	}
+	return kept
 }
 
 func objectName(obj any) string {
@@ -430,7 +450,7 @@ func (c *Controller) known(node string) bool {
 }
 
 // getPVFresh is getPV with its own timeout.
-func getPVFresh(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
+func getPVFresh(ctx context.Context, client kube.PersistentVolumes, name string) (*corev1.PersistentVolume, error) {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	return getPV(ctx, client, name)

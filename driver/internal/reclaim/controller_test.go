@@ -17,10 +17,12 @@ import (
 	"gotest.tools/v3/poll"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -125,11 +127,20 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 	}
 	c := fake.NewClientset(objs...)
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
-	ctl := NewController(c, meta, self, copies, nil)
+	ctl := NewController(fakePVs{c.CoreV1().PersistentVolumes()}, meta, self, copies, nil)
 	ctl.pvs = listersv1.NewPersistentVolumeLister(pvIndex)
 	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
 	return testController{Controller: ctl, client: c, meta: meta}
 }
+
+// fakePVs is the fake clientset's client of PersistentVolumes, saying as
+// the clientset itself does that its watch cannot stream the initial list
+// (the informer then lists, then watches).
+type fakePVs struct {
+	corev1client.PersistentVolumeInterface
+}
+
+func (fakePVs) IsWatchListSemanticsUnSupported() bool { return true }
 
 // syncAll runs sync for every queued handle once, as the queue would, and
 // returns the handles whose sync failed (they would be retried).
@@ -365,13 +376,14 @@ func TestCachedOnceSynced(t *testing.T) {
 }
 
 // The informers cache objects without their managed fields, and with
-// everything the controller reads.
-func TestLeanKeepsAllButManagedFields(t *testing.T) {
+// everything the controller reads; a PV of another driver or of none as
+// othersPV: its name, UID, version, finalizers, deletion, this driver's
+// annotations and spec.csi's driver and handle.
+func TestLeanKeepsWhatTheControllerReads(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
 		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}}
-	p := deleting(recorded(pv("store", "uid-1", pvProtection), me, name253))
-	n := nodeMeta("worker-b")
-	for _, obj := range []metav1.Object{p, n} {
+	ours := deleting(recorded(pv("store", "uid-1", pvProtection), me, name253))
+	for _, obj := range []metav1.Object{ours, nodeMeta("worker-b")} {
 		want := obj.(runtime.Object).DeepCopyObject()
 		obj.SetManagedFields(managed)
 		got, err := lean(obj)
@@ -382,6 +394,107 @@ func TestLeanKeepsAllButManagedFields(t *testing.T) {
 	got, err := lean(tomb)
 	assert.NilError(t, err)
 	assert.DeepEqual(t, got, tomb)
+
+	for _, tc := range []struct {
+		name string
+		full *corev1.PersistentVolume
+		want *corev1.PersistentVolume
+	}{
+		{"local", localPV("data"), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "data", UID: "uid-l",
+			ResourceVersion: "9", Finalizers: []string{pvProtection}}}},
+		{"another CSI driver, being deleted, with this driver's record", othersCSI("nfs"), &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "nfs", UID: "uid-n", ResourceVersion: "7", DeletionTimestamp: othersCSI("nfs").DeletionTimestamp,
+				Finalizers: []string{pvProtection, Finalizer(name253)}, Annotations: map[string]string{Finalizer(name253): name253}},
+			Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+				CSI: &corev1.CSIPersistentVolumeSource{Driver: "nfs.csi.k8s.io", VolumeHandle: "share-1"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.full.SetManagedFields(managed)
+			got, err := lean(tc.full)
+			assert.NilError(t, err)
+			assert.DeepEqual(t, got, tc.want)
+		})
+	}
+}
+
+var deletedAt = metav1.NewTime(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
+
+// localPV is a static local PV as the local static provisioner writes one.
+func localPV(name string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-l", ResourceVersion: "9", Finalizers: []string{pvProtection},
+			Labels:      map[string]string{"storage.example/disk": "nvme0"},
+			Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": "local-volume-provisioner-worker-b"}},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "local",
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: "db", Name: name, UID: "uid-c"},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn,
+					Values: []string{"worker-b"}}}}}}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	}
+}
+
+// othersCSI is a PV of another CSI driver, being deleted, that bears this
+// driver's record of a node with a long name (someone copied them).
+func othersCSI(name string) *corev1.PersistentVolume {
+	p := recorded(pv(name, "uid-n", pvProtection), name253)
+	p.Spec.CSI.Driver, p.Spec.CSI.VolumeHandle = "nfs.csi.k8s.io", "share-1"
+	p.Spec.CSI.VolumeAttributes = map[string]string{"server": "nfs.example", "share": "/exports"}
+	p.Annotations["pv.kubernetes.io/provisioned-by"] = "nfs.csi.k8s.io"
+	p.DeletionTimestamp = &deletedAt
+	return p
+}
+
+// What the controller decides about a PV that is not per-node's is the same
+// from what lean keeps of it as from the whole PV: for every such PV and
+// every state of a copy of that name on disk, the same API requests and
+// the same copies removed.
+func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
+	hostPath := localPV("data")
+	hostPath.Spec.Local, hostPath.Spec.HostPath = nil, &corev1.HostPathVolumeSource{Path: "/srv/data"}
+	released := localPV("data")
+	released.Finalizers, released.DeletionTimestamp = nil, &deletedAt
+	alive := othersCSI("data")
+	alive.DeletionTimestamp = nil
+	others := map[string]*corev1.PersistentVolume{"local": localPV("data"), "hostPath": hostPath,
+		"local being deleted, protection gone": released, "another CSI driver, being deleted": othersCSI("data"),
+		"another CSI driver": alive}
+	copies := map[string]map[string]string{"no copy": {}, "a copy bound to its UID": {"data": "uid-l"},
+		"a copy bound to the other driver's UID": {"data": "uid-n"}, "a copy bound to another UID": {"data": "uid-x"},
+		"a copy bound to none": {"data": ""}}
+	for _, self := range []string{me, name253} { // a node name that fits a finalizer, and one that is hashed
+		for pvName, whole := range others {
+			for copyName, uids := range copies {
+				t.Run(fmt.Sprintf("node of %d characters, %s, %s", len(self), pvName, copyName), func(t *testing.T) {
+					decide := func(cached *corev1.PersistentVolume) (actions []string, removed []string, err error) {
+						fc := &fakeCopies{uids: maps.Clone(uids)}
+						ctl := newController(t, self, fc, []string{self}, whole.DeepCopy())
+						idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+						assert.NilError(t, idx.Add(cached))
+						ctl.pvs = listersv1.NewPersistentVolumeLister(idx)
+						err = ctl.sync(context.Background(), "data")
+						for _, a := range ctl.client.Actions() {
+							actions = append(actions, fmt.Sprintf("%s %s", a.GetVerb(), a.GetResource().Resource))
+						}
+						return actions, fc.removed, err
+					}
+					kept, err := lean(whole.DeepCopy())
+					assert.NilError(t, err)
+					wantActions, wantRemoved, wantErr := decide(whole.DeepCopy())
+					gotActions, gotRemoved, gotErr := decide(kept.(*corev1.PersistentVolume))
+					assert.DeepEqual(t, gotActions, wantActions)
+					assert.DeepEqual(t, gotRemoved, wantRemoved)
+					assert.Equal(t, fmt.Sprint(gotErr), fmt.Sprint(wantErr))
+				})
+			}
+		}
+	}
 }
 
 // Every node's driver sees every PV being deleted. Dropping the records of

@@ -11,8 +11,9 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"liken.sh/per-node/driver/internal/kube"
 )
 
 // A "not found" removes copies and drops records, so it is believed only
@@ -42,7 +43,7 @@ func TestOnlyTheAPIServersNotFoundMeansGone(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			t.Cleanup(srv.Close)
-			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			client, err := kube.NewPersistentVolumes(&rest.Config{Host: srv.URL})
 			assert.NilError(t, err)
 			_, err = getPV(context.Background(), client, "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)

@@ -117,7 +117,7 @@ func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
 			p.Annotations = map[string]string{"note": "kept"}
 			p.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "example", Name: "store"}
 			c := fake.NewClientset(p, deleting(pv("going", "uid-2", pvProtection)))
-			tr := NewTracker(c, node, nil)
+			tr := NewTracker(c.CoreV1().PersistentVolumes(), node, nil)
 
 			uid, err := tr.Record(ctx, "store")
 			assert.NilError(t, err)
@@ -133,7 +133,7 @@ func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
 			assert.NilError(t, err)
 			assert.DeepEqual(t, finalizersOf(t, c, "store"), got.Finalizers) // recorded once
 
-			assert.NilError(t, Forget(ctx, c, "store", "uid-1", node))
+			assert.NilError(t, Forget(ctx, c.CoreV1().PersistentVolumes(), "store", "uid-1", node))
 			got = getPVT(t, c, "store")
 			assert.DeepEqual(t, sorted(got.Finalizers), []string{"example.com/other", pvProtection})
 			assert.DeepEqual(t, got.Annotations, map[string]string{"note": "kept"})
@@ -164,7 +164,7 @@ func TestRecordRefusesAPVThatIsNotOurs(t *testing.T) {
 	for _, p := range []*corev1.PersistentVolume{hostPath, otherDriver, borrowed} {
 		t.Run(p.Name, func(t *testing.T) {
 			c := fake.NewClientset(p)
-			_, err := NewTracker(c, me, nil).Record(context.Background(), p.Name)
+			_, err := NewTracker(c.CoreV1().PersistentVolumes(), me, nil).Record(context.Background(), p.Name)
 			assert.Assert(t, errors.Is(err, ErrNotOurs), "got %v", err)
 			assert.DeepEqual(t, getPVT(t, c, p.Name), p)
 			for _, a := range c.Actions() {
@@ -201,7 +201,7 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 				calls++
 				return err != nil, nil, err
 			})
-			tr := NewTracker(c, me, nil)
+			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
 			tr.outageWait = 0 // one try (the wait: TestRecordWaitsForAnAPIServerThatDoesNotAnswer)
 			_, err := tr.Record(context.Background(), "store")
 			if tc.want == nil {
@@ -251,7 +251,7 @@ func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
 				reads++
 				return err != nil, nil, err
 			})
-			tr := NewTracker(c, me, nil)
+			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
 			tr.outageWait, tr.outagePoll = tc.wait, time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.gone {
@@ -292,7 +292,7 @@ func TestForgetIsOnePatchOfThePVTheCallerSaw(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := withAPIServerRules(fake.NewClientset(tc.objs...))
-			assert.NilError(t, Forget(context.Background(), c, "store", tc.uid, tc.node))
+			assert.NilError(t, Forget(context.Background(), c.CoreV1().PersistentVolumes(), "store", tc.uid, tc.node))
 			assert.DeepEqual(t, verbsOf(c), tc.wantVerbs)
 			if tc.objs == nil {
 				return
@@ -391,7 +391,7 @@ func TestRecordBetweenReadAndWrite(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			uid, err := NewTracker(c, me, nil).Record(context.Background(), "store")
+			uid, err := NewTracker(c.CoreV1().PersistentVolumes(), me, nil).Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			for _, p := range patches {
 				assert.Assert(t, !strings.Contains(p, "resourceVersion"), "patch %s", p)
@@ -459,7 +459,7 @@ func TestRecordFromTheCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := withAPIServerRules(fake.NewClientset(tc.server...))
-			tr := NewTracker(c, me, nil)
+			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
 			tr.Consult(tc.seen)
 			uid, err := tr.Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)

@@ -36,10 +36,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/kube"
 )
 
 // DriverName is the CSI driver whose PersistentVolumes are reconciled.
@@ -71,7 +72,7 @@ var (
 
 // Tracker records on PersistentVolumes which nodes hold copies.
 type Tracker struct {
-	client   kubernetes.Interface
+	client   kube.PersistentVolumes
 	node     string
 	recorder record.EventRecorder
 	// uids remembers the UID of each PV seen, so an event needs no API call.
@@ -100,7 +101,7 @@ type Cache interface {
 }
 
 // NewTracker returns the tracker of node.
-func NewTracker(client kubernetes.Interface, node string, recorder record.EventRecorder) *Tracker {
+func NewTracker(client kube.PersistentVolumes, node string, recorder record.EventRecorder) *Tracker {
 	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache(),
 		outageWait: OutageWait, outagePoll: time.Second}
 }
@@ -253,7 +254,7 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 // refuses it on a PV created under that name since (that PV's record is
 // what will remove the node's copy of it). A refusal is read again to tell
 // that from an error.
-func Forget(ctx context.Context, client kubernetes.Interface, handle, uid, node string) error {
+func Forget(ctx context.Context, client kube.PersistentVolumes, handle, uid, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	seen := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle, UID: types.UID(uid)}}
@@ -277,7 +278,7 @@ func Forget(ctx context.Context, client kubernetes.Interface, handle, uid, node 
 }
 
 // patchRecord adds or removes node's record on pv, unless it is already so.
-func patchRecord(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) error {
+func patchRecord(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, node string, add bool) error {
 	has := HasRecord(pv, node) || (!add && slices.Contains(pv.Finalizers, Finalizer(node)))
 	if has == add {
 		return nil
@@ -288,8 +289,8 @@ func patchRecord(ctx context.Context, client kubernetes.Interface, pv *corev1.Pe
 
 // sendRecordPatch adds or removes node's record on the PV of pv's name and
 // UID, and returns the PV as the API server answered.
-func sendRecordPatch(ctx context.Context, client kubernetes.Interface, pv *corev1.PersistentVolume, node string, add bool) (*corev1.PersistentVolume, error) {
-	now, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.StrategicMergePatchType,
+func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, node string, add bool) (*corev1.PersistentVolume, error) {
+	now, err := client.Patch(ctx, pv.Name, types.StrategicMergePatchType,
 		recordPatch(pv, node, add), metav1.PatchOptions{FieldManager: DriverName})
 	verb := "record"
 	if !add {
@@ -330,8 +331,8 @@ func serverStatus(err error) (metav1.Status, bool) {
 func isServerStatus(err error) bool { _, ok := serverStatus(err); return ok }
 
 // getPV reads a PV fresh from the API server.
-func getPV(ctx context.Context, client kubernetes.Interface, name string) (*corev1.PersistentVolume, error) {
-	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+func getPV(ctx context.Context, client kube.PersistentVolumes, name string) (*corev1.PersistentVolume, error) {
+	pv, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apiSaysGone(err, "persistentvolumes", name) {
 		return nil, fmt.Errorf("%w: %s", ErrNoVolume, name)
 	}
