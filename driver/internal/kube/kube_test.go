@@ -96,7 +96,9 @@ func TestTheSchemeIsCoreV1Alone(t *testing.T) {
 
 // fakePVs is the fake clientset's client of PersistentVolumes, saying as
 // the clientset does that its watch cannot stream the initial list.
-type fakePVs struct{ corev1client.PersistentVolumeInterface }
+type fakePVs struct {
+	corev1client.PersistentVolumeInterface
+}
 
 func (fakePVs) IsWatchListSemanticsUnSupported() bool { return true }
 
