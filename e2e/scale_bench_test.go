@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -695,12 +696,71 @@ func (b *bench) slowest(ctx context.Context, prefix string, n int) string {
 		for _, e := range evs.Items {
 			reasons = append(reasons, fmt.Sprintf("%s %s", e.LastTimestamp.Sub(p.CreationTimestamp.Time), e.Reason))
 		}
-		parts = append(parts, fmt.Sprintf("%s %s (scheduled +%s, volumes and sandbox +%s, Ready +%s; events: %s)",
+		parts = append(parts, fmt.Sprintf("%s %s (scheduled +%s, volumes and sandbox +%s, Ready +%s; events: %s; kubelet: %s)",
 			name, b.took[name].Round(time.Millisecond), at[corev1.PodScheduled].Sub(p.CreationTimestamp.Time),
 			at[corev1.PodReadyToStartContainers].Sub(at[corev1.PodScheduled]), at[corev1.PodReady].Sub(at[corev1.PodReadyToStartContainers]),
-			strings.Join(reasons, ", ")))
+			strings.Join(reasons, ", "), b.kubeletGap(ctx, p, at[corev1.PodReady])))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// kubeletLog is where the bench keeps kubelet's lines about the slowest
+// pods (the table gives each one's longest quiet stretch).
+const kubeletLog = "_out/bench-e2e-kubelet.log"
+
+// kubeletGap is the longest stretch in which kubelet logged nothing about
+// pod p, from its creation to ready (a second either side: conditions carry
+// whole seconds): how long, and kubelet's lines either side. Every line
+// about p goes to kubeletLog.
+func (b *bench) kubeletGap(ctx context.Context, p *corev1.Pod, ready time.Time) string {
+	const stamp = "2006-01-02 15:04:05"
+	out, err := harness.Run(ctx, hcfg.Repo, "docker", "exec", p.Spec.NodeName, "journalctl", "-u", "kubelet",
+		"-o", "short-iso-precise", "--no-pager", "--utc",
+		"--since", p.CreationTimestamp.Add(-time.Second).UTC().Format(stamp), "--until", ready.Add(2*time.Second).UTC().Format(stamp))
+	if err != nil {
+		return "journal unreadable: " + err.Error()
+	}
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var mine []line
+	for l := range strings.Lines(out) {
+		if !strings.Contains(l, p.Namespace+"/"+p.Name) && !strings.Contains(l, string(p.UID)) {
+			continue
+		}
+		when, text, ok := strings.Cut(l, " ")
+		at, err := time.Parse("2006-01-02T15:04:05.999999Z07:00", when)
+		if ok && err == nil {
+			mine = append(mine, line{at, strings.TrimSpace(text)})
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(hcfg.Repo, kubeletLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		fmt.Fprintf(f, "== %s on %s, created %s\n", p.Name, p.Spec.NodeName, p.CreationTimestamp.UTC().Format(time.RFC3339))
+		for _, l := range mine {
+			fmt.Fprintf(f, "+%s %s\n", l.at.Sub(p.CreationTimestamp.Time).Round(time.Millisecond), l.text)
+		}
+		_ = f.Close()
+	}
+	if len(mine) < 2 {
+		return fmt.Sprintf("%d lines", len(mine))
+	}
+	gap := 0
+	for i := 1; i < len(mine); i++ {
+		if mine[i].at.Sub(mine[i-1].at) > mine[gap+1].at.Sub(mine[gap].at) {
+			gap = i - 1
+		}
+	}
+	cut := func(s string) string {
+		if _, after, ok := strings.Cut(s, "]: "); ok {
+			s = after
+		}
+		return s[:min(140, len(s))]
+	}
+	return fmt.Sprintf("%d lines, longest quiet %s from +%s, after %q, until %q (all in %s)", len(mine),
+		mine[gap+1].at.Sub(mine[gap].at).Round(time.Millisecond), mine[gap].at.Sub(p.CreationTimestamp.Time).Round(time.Millisecond),
+		cut(mine[gap].text), cut(mine[gap+1].text), kubeletLog)
 }
 
 // --- many volumes ----------------------------------------------------------
