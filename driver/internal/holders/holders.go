@@ -8,7 +8,8 @@
 // before it is believed, so the answer stays right after a driver restart, a
 // crash, or an unmount made by hand. The index only saves reading the whole
 // mount table on every request. A small record next to each copy (Save,
-// Load) keeps the holder's name across restarts; it names, never decides.
+// Load), written off the request path (Names), keeps the holder's name
+// across restarts; it names, never decides.
 package holders
 
 import (

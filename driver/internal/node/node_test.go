@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
 	is "gotest.tools/v3/assert/cmp"
+	"gotest.tools/v3/poll"
 
 	"liken.sh/per-node/driver/internal/mounts"
 )
@@ -188,9 +189,10 @@ func TestHolderIsReadFromTheKernelAfterRestartAndHandUnmount(t *testing.T) {
 	first, second := podTarget(dir, "0b6f1c2e", "store"), podTarget(dir, "2222", "store")
 	_, err := s.NodePublishVolume(ctx, publishReq("store", first, "store-a"))
 	assert.NilError(t, err)
+	s.Stop() // an upgrade: the driver is stopped, then started again
 
-	// A restarted driver (an upgrade, a crash) learns from the kernel's mount
-	// table that the copy is held, and still names the holder by name.
+	// A restarted driver learns from the kernel's mount table that the copy
+	// is held, and still names the holder by name.
 	restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel()})
 	assert.NilError(t, err)
 	_, err = restarted.NodePublishVolume(ctx, publishReq("store", second, "store-b"))
@@ -233,6 +235,9 @@ func TestARestartedDriverNamesTheHolderOnlyFromARecordOfTheSameMount(t *testing.
 			t.Cleanup(func() { unpublish(t, s, "store", first) })
 			volumeDir, err := s.layout.VolumeDir("store")
 			assert.NilError(t, err)
+			// A driver that crashes a moment after the publish has saved
+			// the name.
+			waitForRecord(t, filepath.Join(volumeDir, holderFile), true)
 			tc.spoil(t, filepath.Join(volumeDir, holderFile))
 
 			restarted, err := New(Config{NodeID: "worker-a", Root: s.layout.Root(), Mounter: mounts.NewKernel()})
@@ -260,11 +265,26 @@ func TestUnpublishForgetsTheHoldersName(t *testing.T) {
 	assert.NilError(t, err)
 	volumeDir, err := s.layout.VolumeDir("store")
 	assert.NilError(t, err)
-	_, err = os.Lstat(filepath.Join(volumeDir, holderFile))
-	assert.NilError(t, err, "publish saves the holder's name next to the copy")
+	// publish saves the holder's name next to the copy, unpublish removes it
+	waitForRecord(t, filepath.Join(volumeDir, holderFile), true)
 	unpublish(t, s, "store", target)
-	_, err = os.Lstat(filepath.Join(volumeDir, holderFile))
-	assert.Assert(t, errors.Is(err, fs.ErrNotExist), "the name outlived the mount: %v", err)
+	waitForRecord(t, filepath.Join(volumeDir, holderFile), false)
+}
+
+// waitForRecord waits until the holder's name at file is there (present)
+// or gone: names are saved a moment after the answer (holders.Names).
+func waitForRecord(t *testing.T, file string, present bool) {
+	t.Helper()
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		_, err := os.Lstat(file)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return poll.Error(err)
+		}
+		if (err == nil) == present {
+			return poll.Success()
+		}
+		return poll.Continue("holder's name at %s: want there=%v, lstat says %v", file, present, err)
+	}, poll.WithTimeout(5*time.Second), poll.WithDelay(10*time.Millisecond))
 }
 
 func TestConcurrentPublishesOfOneHandleHaveOneWinner(t *testing.T) {

@@ -7,11 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/holders"
@@ -67,23 +67,18 @@ func (s *Server) publish(ctx context.Context, p publication) error {
 	return nil
 }
 
-// setHolder records the holder of handle, and saves its name next to the
-// copy for a driver that starts again. A name that cannot be saved is
-// logged, not fatal: the mount is what makes the copy held.
+// setHolder records the holder of handle; its name is saved next to the
+// copy a moment later, for a driver that starts again (holders.Names).
 func (s *Server) setHolder(handle string, h holders.Holder) {
 	s.holders.Set(handle, h)
-	if err := holders.Save(s.holderFile(handle), h); err != nil {
-		klog.ErrorS(err, "Cannot save the holder's name; after a driver restart it is named by pod UID",
-			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
-	}
+	s.names.Mark(handle)
 }
 
-// forgetHolder drops the record of handle's holder and its saved name.
-func (s *Server) forgetHolder(handle string, h holders.Holder) {
+// forgetHolder drops the record of handle's holder; its saved name goes a
+// moment later.
+func (s *Server) forgetHolder(handle string) {
 	s.holders.Forget(handle)
-	if err := holders.Remove(s.holderFile(handle)); err != nil {
-		klog.ErrorS(err, "Cannot remove the former holder's name", "volume_id", handle, "pod", h.Pod)
-	}
+	s.names.Mark(handle)
 }
 
 func (s *Server) holderFile(handle string) string {
@@ -138,7 +133,7 @@ func (s *Server) confirmedHolder(handle, copyDir string) (holders.Holder, bool, 
 	if !shows {
 		klog.InfoS("Recorded holder no longer has the copy mounted; forgetting it",
 			"volume_id", handle, "target_path", h.Target, "pod", h.Pod)
-		s.forgetHolder(handle, h)
+		s.forgetHolder(handle)
 		return holders.Holder{}, false, nil
 	}
 	return h, true, nil
@@ -183,7 +178,7 @@ func (s *Server) unpublish(handle, target string) error {
 		return err
 	}
 	if h, ok := s.holders.Get(handle); ok && h.Target == target {
-		s.forgetHolder(handle, h)
+		s.forgetHolder(handle)
 	}
 	return removeTarget(target)
 }

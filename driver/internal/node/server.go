@@ -8,7 +8,6 @@ package node
 
 import (
 	"fmt"
-	"liken.sh/per-node/driver/internal/keylock"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,10 +19,15 @@ import (
 	mountutils "k8s.io/mount-utils"
 
 	"liken.sh/per-node/driver/internal/holders"
+	"liken.sh/per-node/driver/internal/keylock"
 	"liken.sh/per-node/driver/internal/layout"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
 )
+
+// namesDelay is how long after a publish or unpublish the holder's name is
+// saved or removed: a burst of them is written at once, after the answers.
+const namesDelay = 100 * time.Millisecond
 
 // DriverName is the CSI driver name, as written in PersistentVolumes.
 const DriverName = "per-node.liken.sh"
@@ -66,6 +70,8 @@ type Server struct {
 	// podsDir is kubelet's pods directory ("" when targets are not checked).
 	podsDir string
 	holders *holders.Index
+	// names saves each holder's name next to its copy, off the request path.
+	names   *holders.Names
 	usage   *usageCache
 	metrics *metrics.Metrics
 	// stop ends the background work (the trash's retries) at Stop.
@@ -121,6 +127,8 @@ func New(cfg Config) (*Server, error) {
 	if err := s.seedHolders(cfg.MountInfo); err != nil {
 		return nil, err
 	}
+	s.names = holders.NewNames(s.holders, s.holderFile)
+	go s.names.Run(s.stop, namesDelay)
 	cfg.Metrics.Register(copiesCollector{s})
 	return s, nil
 }
@@ -204,5 +212,9 @@ func (s *Server) notifyCopies() {
 }
 
 // Stop ends the server's background work: trash entries still being
-// retried are left for the next start (EmptyTrash). Mounts stay.
-func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
+// retried are left for the next start (EmptyTrash); holders' names due are
+// written now. Mounts stay.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.names.Flush()
+}
