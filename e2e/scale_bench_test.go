@@ -819,18 +819,18 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	took, ops := map[string]time.Duration{}, map[string]string{}
 	var before, during map[string]driverSample
 	var kubeletPN, kubeletPNAfter map[string]float64
-	var peakRSS float64
+	var peak peaks
 	for _, k := range []volumeKind{kinds[2], kinds[3], kinds[1], kinds[0]} { // hostPath, emptyDir, local PV, per-node
 		kubeletBefore := b.kubeletAll(ctx)
-		var peak func() float64
+		var watch func() peaks
 		if k.short == "pn" {
-			before, peak = b.sampleAll(ctx), b.watchPeakRSS(ctx)
+			before, watch = b.sampleAll(ctx), b.watchPeaks(ctx)
 		}
 		took[k.short] = run(build(k.short))
 		kubeletAfter := b.kubeletAll(ctx)
 		ops[k.short] = harness.VolumeOps(kubeletBefore, kubeletAfter, k.plugin)
 		if k.short == "pn" {
-			during, peakRSS = b.sampleAll(ctx), peak()
+			during, peak = b.sampleAll(ctx), watch()
 			kubeletPN, kubeletPNAfter = kubeletBefore, kubeletAfter
 		} else {
 			b.deletePods(ctx)
@@ -849,19 +849,23 @@ func (b *bench) manyVolumes(ctx context.Context) {
 	for _, n := range b.workers {
 		assert.Equal(b.t, during[n].copies, float64(manyVolumes), "copies on %s after the wave", n)
 	}
-	b.row("driver during the wave: CPU s/min, API requests/min (per node), peak RSS (max of nodes)",
-		fmt.Sprintf("%.2f s, %.1f, %.1f MiB", cpu, req, peakRSS/mib))
-	b.goal(fmt.Sprintf("driver RSS at %d copies <= 40 MiB", manyVolumes), peakRSS <= 40*mib, fmt.Sprintf("%.1f MiB", peakRSS/mib))
+	b.row("driver during the wave: CPU s/min, API requests/min (per node), peak API requests/s and peak RSS (max of nodes)",
+		fmt.Sprintf("%.2f s, %.1f, %.1f/s, %.1f MiB", cpu, req, peak.reqPerSec, peak.rss/mib))
+	b.goal(fmt.Sprintf("driver RSS at %d copies <= 40 MiB", manyVolumes), peak.rss <= 40*mib, fmt.Sprintf("%.1f MiB", peak.rss/mib))
 
 	b.deletePods(ctx)
 	after := b.sampleAll(ctx)
 	b.row(fmt.Sprintf("driver RSS after, %d copies kept (max of nodes)", manyVolumes), memory(after))
+	watch := b.watchPeaks(ctx)
 	gone, where := b.deleteVolumes(ctx, "mv-pn", claims)
+	peak = watch()
 	b.row(fmt.Sprintf("deletion of %d PVs: every PV and copy gone, after the last delete", len(claims)),
 		gone.Round(100*time.Millisecond).String())
 	b.row("deletion of the PVs: where each PV's time went", where)
 	b.goal(fmt.Sprintf("all %d gone <= 15 s after the last delete", len(claims)), gone <= 15*time.Second, gone.Round(100*time.Millisecond).String())
 	b.row("the drivers' API requests during deletion, by verb and code", apiRequests(after, b.sampleAll(ctx)))
+	b.row("driver during deletion: peak API requests/s (max of nodes; at rest: the idle row's per minute)",
+		fmt.Sprintf("%.1f/s", peak.reqPerSec))
 }
 
 // localVolumes makes, for each node, n local PersistentVolumes on it (a
@@ -943,22 +947,36 @@ func (b *bench) kubeletAll(ctx context.Context) map[string]float64 {
 	return all
 }
 
-// watchPeakRSS samples every worker's driver RSS every 2 s until the
-// returned function is called, which returns the highest seen.
-func (b *bench) watchPeakRSS(ctx context.Context) func() float64 {
+// peaks is the highest a worker's driver showed while watchPeaks ran.
+type peaks struct {
+	rss       float64 // bytes
+	reqPerSec float64 // API requests per second, between two samples of one worker
+}
+
+// watchPeaks samples every worker's driver every 2 s until the returned
+// function is called, which returns the highest resident memory and API
+// request rate seen on one worker.
+func (b *bench) watchPeaks(ctx context.Context) func() peaks {
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
-	var peak float64
+	var top peaks
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		last := map[string]driverSample{}
 		for {
 			for _, n := range b.workers {
-				if s, err := b.sample(ctx, n); err == nil {
-					mu.Lock()
-					peak = math.Max(peak, s.rss)
-					mu.Unlock()
+				s, err := b.sample(ctx, n)
+				if err != nil {
+					continue
 				}
+				mu.Lock()
+				top.rss = math.Max(top.rss, s.rss)
+				if prev, ok := last[n]; ok {
+					top.reqPerSec = math.Max(top.reqPerSec, (s.requests-prev.requests)/s.at.Sub(prev.at).Seconds())
+				}
+				mu.Unlock()
+				last[n] = s
 			}
 			select {
 			case <-ctx.Done():
@@ -967,12 +985,12 @@ func (b *bench) watchPeakRSS(ctx context.Context) func() float64 {
 			}
 		}
 	}()
-	return func() float64 {
+	return func() peaks {
 		cancel()
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		return peak
+		return top
 	}
 }
 
