@@ -271,6 +271,27 @@ func TestUnpublishForgetsTheHoldersName(t *testing.T) {
 	waitForRecord(t, filepath.Join(volumeDir, holderFile), false)
 }
 
+// A driver that stops (an upgrade) has written every holder's name due
+// when Stop returns: the next driver names the holder at once. The name's
+// writer runs beside the request path, so a Stop that only told it to stop
+// would leave the name to a race; the rounds make losing it show.
+func TestStopWritesTheNamesDue(t *testing.T) {
+	ctx := context.Background()
+	for round := range 20 {
+		s, dir := newTestServer(t)
+		target := podTarget(dir, "1111", "store")
+		_, err := s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+		assert.NilError(t, err)
+		s.Stop()
+		volumeDir, err := s.layout.VolumeDir("store")
+		assert.NilError(t, err)
+		b, err := os.Readlink(filepath.Join(volumeDir, holderFile))
+		assert.NilError(t, err, "round %d: no holder's name when Stop returned", round)
+		assert.Assert(t, strings.Contains(b, "example/store-a"), "round %d: name saved %q", round, b)
+		unpublish(t, s, "store", target)
+	}
+}
+
 // waitForRecord waits until the holder's name at file is there (present)
 // or gone: names are saved a moment after the answer (holders.Names).
 func waitForRecord(t *testing.T, file string, present bool) {
