@@ -614,11 +614,11 @@ func (r *Run) restoreControlPlane(ctx context.Context) {
 		}
 		cancel()
 	}
-	for len(r.lists["_frozen"]) > 0 {
-		node, _, _ := strings.Cut(r.lists["_frozen"][0], " ")
+	// stepThawDriver takes each driver off the list, thawed or not.
+	for _, f := range slices.Clone(r.lists["_frozen"]) {
+		node, _, _ := strings.Cut(f, " ")
 		if err := stepThawDriver(ctx, r, args{"node": node}); err != nil {
 			r.t.Errorf("cleanup: thawing the driver on %s: %v", node, err)
-			r.lists["_frozen"] = r.lists["_frozen"][1:]
 		}
 	}
 }

@@ -4,6 +4,11 @@
 package scenario
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -77,3 +82,35 @@ func TestRunningTwiceNamesANodeWithTwoRunningDrivers(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// errorsT records a cleanup's errors instead of failing the test.
+type errorsT struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errorsT) Errorf(format string, a ...any) { e.errs = append(e.errs, fmt.Sprintf(format, a...)) }
+
+// A cleanup whose first thaw fails (the node's container is gone) says so
+// and still thaws the next frozen driver.
+func TestCleanupThawsEveryFrozenDriverWhenOneThawFails(t *testing.T) {
+	for _, frozen := range [][]string{{"gone 11"}, {"gone 11", "here 12"}} {
+		t.Run(strings.Join(frozen, ","), func(t *testing.T) {
+			et := &errorsT{TB: t}
+			var thawed []string
+			r := &Run{t: et, vars: map[string]string{}, lists: map[string][]string{"_frozen": slices.Clone(frozen)},
+				exec: func(_ context.Context, node string, cmd ...string) (string, error) {
+					if node == "gone" {
+						return "", errors.New("no such container: gone")
+					}
+					thawed = append(thawed, node+": "+strings.Join(cmd, " "))
+					return "", nil
+				}}
+			r.restoreControlPlane(context.Background())
+			assert.Equal(t, len(et.errs), 1, "cleanup errors: %q", et.errs)
+			assert.Assert(t, strings.Contains(et.errs[0], "gone"), "the error names the node: %q", et.errs[0])
+			assert.Equal(t, len(thawed), len(frozen)-1, "thawed: %q", thawed)
+			assert.Equal(t, len(r.lists["_frozen"]), 0, "left frozen: %q", r.lists["_frozen"])
+		})
+	}
+}

@@ -54,7 +54,9 @@ type Run struct {
 	marks map[string]time.Time
 	// addresses are the addresses nodes had when a step stopped them.
 	addresses map[string]string
-	t         *testing.T
+	// exec runs a command in a node's container (docker exec when nil).
+	exec func(ctx context.Context, node string, cmd ...string) (string, error)
+	t    testing.TB
 }
 
 // RunDoc runs a document's steps in order in a fresh namespace, and cleans

@@ -777,6 +777,9 @@ func (r *Run) nodeOfPod(ctx context.Context, pod string) (string, error) {
 
 // onNode runs a command in a kind node's container.
 func (r *Run) onNode(ctx context.Context, node string, cmd ...string) (string, error) {
+	if r.exec != nil {
+		return r.exec(ctx, node, cmd...)
+	}
 	return harness.Run(ctx, r.env.Repo, "docker", append([]string{"exec", node}, cmd...)...)
 }
 
