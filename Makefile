@@ -89,10 +89,11 @@ lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code,
 	cd e2e/release && go tool actionlint -shellcheck= ../../.github/workflows/*.yaml
 
 .PHONY: fuzz
-fuzz: ## Fuzz the handle validation, the reading of node records and mount options, FUZZTIME each (default 60s).
+fuzz: ## Fuzz the handle validation, the reading of node records and mount options, the store's reading of a peer's cursor, FUZZTIME each (default 60s).
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
 	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
 	go test -run '^$$' -fuzz FuzzCheckOptions -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
+	go test -run '^$$' -fuzz FuzzHonoured -fuzztime $${FUZZTIME:-60s} ./fixtures/store
 
 .PHONY: mutants-unit
 mutants-unit: ## Every deliberate break of e2e/mutants/ against the unit tests it names; prints caught or SURVIVED and the score (MUTANTS=regexp some).
@@ -143,8 +144,8 @@ bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearanc
 	e2e/run.sh bench
 
 .PHONY: bench-e2e
-bench-e2e: ## On the e2e cluster: pod start and 200 volumes x every worker vs a local PV, hostPath and emptyDir, deletion, the driver's RSS/CPU/API cost; a table and a line per goal (BENCH_PARTS=idle,podstart,many: some).
-	BENCH_PARTS='$(BENCH_PARTS)' e2e/run.sh bench-e2e
+bench-e2e: ## On the e2e cluster: pod start and 200 volumes x every worker vs a local PV, hostPath and emptyDir, deletion, the driver's RSS/CPU/API cost, a 500 MiB store's rollout with and without the copy preference; a table and a line per goal (BENCH_PARTS=idle,podstart,many,rollout: some).
+	BENCH_PARTS='$(BENCH_PARTS)' BENCH_ROLLOUTS='$(BENCH_ROLLOUTS)' e2e/run.sh bench-e2e
 
 .PHONY: bench-api
 bench-api: ## On the e2e cluster: the drivers' API requests per minute per node at rest, 50 PVs x 4 nodes (API_IDLE=10m).

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"liken.sh/per-node/e2e/internal/harness"
+	"liken.sh/per-node/e2e/scenario"
 )
 
 // TestScale measures, for `make bench-e2e`, what the driver costs next to
@@ -41,7 +43,9 @@ import (
 // ten at once; 200 volumes mounted on every worker; the deletion of 200
 // per-node PVs; the driver's memory, CPU and API requests on each node, idle
 // and under that load. It prints a table with every ratio against the local
-// PV and against hostPath, and one line per goal, met or not.
+// PV and against hostPath, and one line per goal, met or not. Last, the
+// documents of e2e/bench: a rollout of a store of 500 MiB per copy, with and
+// without the guide's preference for nodes that hold a copy.
 func TestScale(t *testing.T) {
 	f := features.New("scale").Assess("bench-e2e", func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 		r := client(t, c)
@@ -57,6 +61,9 @@ func TestScale(t *testing.T) {
 		}
 		if parts["many"] {
 			b.manyVolumes(ctx)
+		}
+		if parts["rollout"] {
+			b.rollout(ctx, c)
 		}
 		b.print()
 		return ctx
@@ -74,10 +81,10 @@ func unthrottled(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// benchParts reads BENCH_PARTS (idle, podstart, many; comma-separated),
+// benchParts reads BENCH_PARTS (idle, podstart, many, rollout; comma-separated),
 // every part when it is empty. The table has the rows of the parts run.
 func benchParts(t *testing.T) map[string]bool {
-	all := []string{"idle", "podstart", "many"}
+	all := []string{"idle", "podstart", "many", "rollout"}
 	env := os.Getenv("BENCH_PARTS")
 	if env == "" {
 		env = strings.Join(all, ",")
@@ -1096,4 +1103,117 @@ func (b *bench) deleteVolumes(ctx context.Context, prefix string, claims []strin
 	return took, fmt.Sprintf("the deletes sent over %s; each PV: delete to PV protection gone median %s, max %s; then to PV gone median %s, max %s (%d PVs seen)",
 		last.Sub(first).Round(100*time.Millisecond), quantile(protection, 0.5).Round(10*time.Millisecond), quantile(protection, 1).Round(10*time.Millisecond),
 		quantile(drivers, 0.5).Round(10*time.Millisecond), quantile(drivers, 1).Round(10*time.Millisecond), len(protection))
+}
+
+// --- a rollout of a store with data, with and without the preference -------
+
+// rollouts is how many times each document of e2e/bench runs (BENCH_ROLLOUTS,
+// default 3): whether a replacement lands on the fresh worker is the
+// scheduler's draw, so one run says little.
+func rollouts(t *testing.T) int {
+	v := os.Getenv("BENCH_ROLLOUTS")
+	if v == "" {
+		return 3
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BENCH_ROLLOUTS=%q is not a count", v)
+	}
+	return n
+}
+
+// rollout runs the documents of e2e/bench, each time in a namespace of its
+// own as a scenario runs, and prints what their "note" steps measured.
+func (b *bench) rollout(ctx context.Context, c *envconf.Config) {
+	docs, err := scenario.ParseDir(filepath.Join(hcfg.Repo, "e2e", "bench"))
+	assert.NilError(b.t, err)
+	figs := &scenario.Figures{}
+	env := scenario.Env{Repo: hcfg.Repo, Cluster: hcfg.Clusters()[0], Kubeconfig: c.KubeconfigFile(), R: b.r,
+		Images: map[string]string{"store_image": storeImage, "probe_image": probeImage}, Figures: figs}
+	n := rollouts(b.t)
+	for i := range n {
+		for _, d := range docs {
+			b.t.Run(fmt.Sprintf("%s-%d", d.Name, i+1), func(t *testing.T) { env.RunDoc(ctx, t, d) })
+		}
+	}
+	for _, pref := range []string{"with", "without"} {
+		doc := "rollout-" + pref + "-preference"
+		times, fresh := figs.Values(doc, "rollout"), figs.Values(doc, "fresh")
+		b.row(fmt.Sprintf("rollout of a store of 500 MiB per copy, %s the preference for nodes that hold a copy (2 replicas, copies on 3 of 4 workers; %d runs): restart to all Ready, each run", pref, n),
+			rolloutTimes(times, n))
+		b.row(fmt.Sprintf("rollout %s the preference: new pods that found no copy on their node", pref), freshPods(fresh, n))
+		b.row(fmt.Sprintf("rollout %s the preference: a new pod's container start to its copy caught up, with a copy on its node / without", pref),
+			medianOf(figs.Values(doc, "fresh-ready-copy"))+" / "+medianOf(figs.Values(doc, "fresh-ready-empty")))
+		b.row(fmt.Sprintf("rollout %s the preference: records a new pod's peers streamed to it, with a copy on its node / without (the data set: 8,000)", pref),
+			countsOf(figs.Values(doc, "fresh-received-copy"))+" / "+countsOf(figs.Values(doc, "fresh-received-empty")))
+	}
+	const fresh = "a-pod-on-a-fresh-node"
+	b.row("a store pod on a node that never held the volume, beside copies of 500 MiB (scale-up from 3 to 4): container start to its copy caught up",
+		medianOf(figs.Values(fresh, "fresh-ready-empty")))
+	b.row("a store pod on a node that never held the volume: records its peers streamed to it (the data set: 8,000)",
+		countsOf(figs.Values(fresh, "fresh-received-empty")))
+}
+
+// rolloutTimes lists each run's time and their median; a run that failed
+// before its figure is counted as missing.
+func rolloutTimes(times []string, runs int) string {
+	var d []time.Duration
+	for _, v := range times {
+		if t, err := time.ParseDuration(v); err == nil {
+			d = append(d, t)
+		}
+	}
+	if len(d) == 0 {
+		return "not measured (every run failed)"
+	}
+	out := strings.Join(times, ", ") + fmt.Sprintf(" (median %s)", quantile(d, 0.5))
+	if len(d) < runs {
+		out += fmt.Sprintf("; %d of %d runs failed", runs-len(d), runs)
+	}
+	return out
+}
+
+// medianOf is the median of durations noted, and how many there were.
+func medianOf(noted []string) string {
+	var d []time.Duration
+	for _, v := range noted {
+		if t, err := time.ParseDuration(v); err == nil {
+			d = append(d, t)
+		}
+	}
+	if len(d) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("median %s of %d", quantile(d, 0.5), len(d))
+}
+
+// countsOf lists counts noted, or says there were none.
+func countsOf(noted []string) string {
+	if len(noted) == 0 {
+		return "none"
+	}
+	return strings.Join(noted, ", ")
+}
+
+// freshPods adds up the runs' "k of n (pods)" notes.
+func freshPods(notes []string, runs int) string {
+	var k, n int
+	var which []string
+	for _, v := range notes {
+		var a, b int
+		if _, err := fmt.Sscanf(v, "%d of %d", &a, &b); err == nil {
+			k, n = k+a, n+b
+		}
+		if _, pods, ok := strings.Cut(v, " ("); ok {
+			which = append(which, strings.TrimSuffix(pods, ")"))
+		}
+	}
+	out := fmt.Sprintf("%d of %d", k, n)
+	if len(which) > 0 {
+		out += " (" + strings.Join(which, "; ") + ")"
+	}
+	if len(notes) < runs {
+		out += fmt.Sprintf("; %d of %d runs failed", runs-len(notes), runs)
+	}
+	return out
 }

@@ -19,15 +19,23 @@ func scenariosDir() string {
 	return filepath.Join("..", "..", "scenarios")
 }
 
+// benchDir holds the documents make bench-e2e runs for its figures.
+func benchDir() string {
+	return filepath.Join("..", "bench")
+}
+
 // TestEveryScenarioParses keeps a broken document out of main: make test
-// parses every scenario without a cluster.
+// parses every scenario, and every document the bench runs, without a
+// cluster.
 func TestEveryScenarioParses(t *testing.T) {
-	docs, err := ParseDir(scenariosDir())
-	assert.NilError(t, err)
-	assert.Assert(t, len(docs) >= 11, "found %d scenarios", len(docs))
-	for _, d := range docs {
-		assert.Check(t, d.Title != "", "%s has no title", d.File)
-		assert.Check(t, len(d.Steps) > 0, "%s has no steps", d.File)
+	for dir, least := range map[string]int{scenariosDir(): 11, benchDir(): 2} {
+		docs, err := ParseDir(dir)
+		assert.NilError(t, err)
+		assert.Assert(t, len(docs) >= least, "found %d documents in %s", len(docs), dir)
+		for _, d := range docs {
+			assert.Check(t, d.Title != "", "%s has no title", d.File)
+			assert.Check(t, len(d.Steps) > 0, "%s has no steps", d.File)
+		}
 	}
 }
 

@@ -37,6 +37,8 @@ type Env struct {
 	Timings *Timings
 	// Failures, when set, collects the step each failed scenario failed at.
 	Failures *Failures
+	// Figures, when set, collects what the scenarios' "note" steps measured.
+	Figures *Figures
 }
 
 // Run is one scenario being run.

@@ -73,6 +73,10 @@ var vocabulary = compile([]*stepDef{
 	{Name: "store write {n} records", Timeout: writeTimeout, Defines: true, run: stepWrite},
 	{Name: "store write {n} records through {pod}", Timeout: writeTimeout, Defines: true, run: stepWrite},
 	{Name: "store write {n} records in bulk", Timeout: writeTimeout, Defines: true, run: stepWriteBulk},
+	{Name: "store fill {n} MiB", Timeout: 10 * time.Minute, run: stepFill},
+	{Name: "wait deployment {name} ready {n} and note the time since its restart as figure {figure}", Timeout: 10 * time.Minute, run: stepRolloutTime},
+	{Name: "note the store pods that found no records on disk at start as figure {figure}", Timeout: time.Minute, run: stepFoundNothing},
+	{Name: "note how store pod {pod} started as figure {figure}", Timeout: time.Minute, run: stepNoteStart},
 	{Name: "store write {n} records through every store pod", Timeout: writeTimeout, Defines: true, run: stepWriteEach},
 	{Name: "store write {n} records through {pod}, each on another node's disk when acknowledged", Timeout: writeTimeout, Defines: true, run: stepWriteOnAnotherDisk},
 	{Name: "set deployment {name} env {key} to {value}", Timeout: 30 * time.Second, run: stepSetEnv},
@@ -282,6 +286,7 @@ func stepScale(ctx context.Context, r *Run, a args) error {
 // stepRolloutRestart does what kubectl rollout restart does: it changes
 // the pod template, so the Deployment rolls every pod.
 func stepRolloutRestart(ctx context.Context, r *Run, a args) error {
+	r.marks[restartMark(a["name"])] = time.Now()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`,
 		time.Now().Format(time.RFC3339))
 	return r.patchDeployment(ctx, a["name"], patch)

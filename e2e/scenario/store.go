@@ -69,6 +69,7 @@ type storeStatus struct {
 	RecordsOnDiskAtStart int        `json:"recordsOnDiskAtStart"`
 	TornBytesCut         int64      `json:"tornBytesCut"`
 	Fetched              int64      `json:"fetched"`
+	Received             int64      `json:"received"`
 	Records              int        `json:"records"`
 	Ready                bool       `json:"ready"`
 	ReadyAt              *time.Time `json:"readyAt"`
