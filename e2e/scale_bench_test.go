@@ -81,6 +81,11 @@ func unthrottled(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// onNode runs a command in a kind node's container.
+func onNode(ctx context.Context, node string, cmd ...string) (string, error) {
+	return harness.Run(ctx, hcfg.Repo, "docker", append([]string{"exec", node}, cmd...)...)
+}
+
 // benchParts reads BENCH_PARTS (idle, podstart, many, rollout; comma-separated),
 // every part when it is empty. The table has the rows of the parts run.
 func benchParts(t *testing.T) map[string]bool {
@@ -469,7 +474,7 @@ func (b *bench) deletePods(ctx context.Context) {
 	poll.WaitOn(b.t, func(poll.LogT) poll.Result {
 		var left []string
 		for _, n := range b.workers {
-			out, err := harness.Run(ctx, hcfg.Repo, "docker", "exec", n, "crictl", "pods", "--namespace", b.ns, "-q")
+			out, err := onNode(ctx, n, "crictl", "pods", "--namespace", b.ns, "-q")
 			if err != nil {
 				return poll.Continue("crictl pods on %s: %v", n, err)
 			}
@@ -741,7 +746,7 @@ const kubeletLog = "_out/bench-e2e-kubelet.log"
 // about p goes to kubeletLog.
 func (b *bench) kubeletGap(ctx context.Context, p *corev1.Pod, ready time.Time) string {
 	const stamp = "2006-01-02 15:04:05"
-	out, err := harness.Run(ctx, hcfg.Repo, "docker", "exec", p.Spec.NodeName, "journalctl", "-u", "kubelet",
+	out, err := onNode(ctx, p.Spec.NodeName, "journalctl", "-u", "kubelet",
 		"-o", "short-iso-precise", "--no-pager", "--utc",
 		"--since", p.CreationTimestamp.Add(-time.Second).UTC().Format(stamp), "--until", ready.Add(2*time.Second).UTC().Format(stamp))
 	if err != nil {
@@ -909,7 +914,7 @@ func (b *bench) localVolumes(ctx context.Context, prefix string, n map[string]in
 			continue
 		}
 		dir := fmt.Sprintf("/var/tmp/per-node-bench/%s/%s", b.ns, prefix)
-		_, err := harness.Run(ctx, hcfg.Repo, "docker", "exec", node, "sh", "-c",
+		_, err := onNode(ctx, node, "sh", "-c",
 			fmt.Sprintf("for i in $(seq 0 %d); do mkdir -p %s/$i; done", n[node]-1, dir))
 		assert.NilError(b.t, err)
 		for i := range n[node] {
