@@ -1162,12 +1162,7 @@ func (b *bench) rollout(ctx context.Context, c *envconf.Config) {
 // rolloutTimes lists each run's time and their median; a run that failed
 // before its figure is counted as missing.
 func rolloutTimes(times []string, runs int) string {
-	var d []time.Duration
-	for _, v := range times {
-		if t, err := time.ParseDuration(v); err == nil {
-			d = append(d, t)
-		}
-	}
+	d := durations(times)
 	if len(d) == 0 {
 		return "not measured (every run failed)"
 	}
@@ -1178,14 +1173,20 @@ func rolloutTimes(times []string, runs int) string {
 	return out
 }
 
-// medianOf is the median of durations noted, and how many there were.
-func medianOf(noted []string) string {
+// durations are the values noted that read as durations.
+func durations(noted []string) []time.Duration {
 	var d []time.Duration
 	for _, v := range noted {
 		if t, err := time.ParseDuration(v); err == nil {
 			d = append(d, t)
 		}
 	}
+	return d
+}
+
+// medianOf is the median of durations noted, and how many there were.
+func medianOf(noted []string) string {
+	d := durations(noted)
 	if len(d) == 0 {
 		return "none"
 	}
