@@ -44,15 +44,17 @@ import (
 var version = "dev"
 
 type options struct {
-	endpoint        string
-	nodeID          string
-	root            string
-	registrationDir string
-	healthAddress   string
-	kubeconfig      string
-	standalone      bool
-	kubeletDir      string
-	statsTTL        time.Duration
+	endpoint          string
+	nodeID            string
+	root              string
+	registrationDir   string
+	healthAddress     string
+	kubeconfig        string
+	standalone        bool
+	kubeletDir        string
+	statsTTL          time.Duration
+	measureTimeout    time.Duration
+	measureMaxEntries int64
 	// rootMustBeMountPoint: wait, touching nothing, until root is a mount point.
 	rootMustBeMountPoint bool
 	// copyLabels: label this node's Node with the copies it holds.
@@ -112,6 +114,8 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
+	fs.DurationVar(&o.measureTimeout, "measure-timeout", node.DefaultMeasureTimeout, "the longest one measurement of a copy takes before it gives up (the copy is then reported as not measured until --stats-ttl has passed)")
+	fs.Int64Var(&o.measureMaxEntries, "measure-max-entries", node.DefaultMeasureMaxEntries, "the most directory entries one measurement of a copy reads before it gives up")
 	fs.BoolVar(&o.standalone, "standalone", false, "run without a cluster: copies are not recorded on PersistentVolumes and never removed (development, csi-sanity)")
 	fs.BoolVar(&o.rootMustBeMountPoint, "copies-root-must-be-mount-point", false, "wait, not ready and touching nothing under --root, until --root is a mount point (copies on a filesystem of their own, which may mount after the driver starts)")
 	for _, k := range o.limits.kinds() {
@@ -179,7 +183,8 @@ func run(ctx context.Context, o options) error {
 	m.BuildInfo(version)
 	m.ForClientGo()
 	cfg := node.Config{NodeID: o.nodeID, Version: version, Root: o.root, Mounter: mounts.NewKernel(),
-		KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL, Metrics: m}
+		KubeletDir: o.kubeletDir, StatsTTL: o.statsTTL, Metrics: m,
+		MeasureTimeout: o.measureTimeout, MeasureMaxEntries: o.measureMaxEntries}
 	var tracker *reclaim.Tracker
 	if !o.standalone {
 		tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))

@@ -59,6 +59,7 @@ type Metrics struct {
 	refusals     *prometheus.CounterVec
 	removals     *prometheus.CounterVec
 	removedBytes prometheus.Counter
+	unmeasured   *prometheus.CounterVec
 	api          *prometheus.CounterVec
 	apiLatency   *prometheus.HistogramVec
 	apiWait      *prometheus.HistogramVec
@@ -86,6 +87,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "removed_bytes_total",
 			Help: "Bytes of removed copies freed from this node's disk.",
 		}),
+		unmeasured: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "copy_measurements_abandoned_total",
+			Help: "Measurements of a copy that gave up, by reason: too_deep (deeper than the walk goes), too_many_entries (--measure-max-entries), too_slow (--measure-timeout).",
+		}, []string{"reason"}),
 		api: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "api_requests_total",
 			Help: "Requests this driver made to the Kubernetes API server, by verb and HTTP status code (\"<error>\" when no answer came).",
@@ -101,7 +106,7 @@ func New() *Metrics {
 			Buckets: apiBuckets,
 		}, []string{"verb"}),
 	}
-	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.api, m.apiLatency, m.apiWait,
+	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.unmeasured, m.api, m.apiLatency, m.apiWait,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -161,6 +166,13 @@ func (m *Metrics) Refused(reason string) {
 func (m *Metrics) Removed(reason string) {
 	if m != nil {
 		m.removals.WithLabelValues(reason).Inc()
+	}
+}
+
+// Abandoned counts a measurement of a copy that gave up.
+func (m *Metrics) Abandoned(reason string) {
+	if m != nil {
+		m.unmeasured.WithLabelValues(reason).Inc()
 	}
 }
 

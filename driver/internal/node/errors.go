@@ -15,6 +15,7 @@ import (
 	"liken.sh/per-node/driver/internal/layout"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/reclaim"
+	"liken.sh/per-node/driver/internal/tree"
 )
 
 var (
@@ -75,6 +76,10 @@ func (s *Server) toStatus(op, handle string, err error) error {
 			"%s: %v; the volumeHandle of a per-node PersistentVolume must be the PersistentVolume's name", op, err)
 	case errors.Is(err, ErrNotFound):
 		return status.Errorf(codes.NotFound, "%s volume %q: %v", op, handle, err)
+	case errors.Is(err, tree.ErrLimit):
+		return status.Errorf(codes.ResourceExhausted,
+			"%s volume %q on node %s: its copy was not measured: %v; the copy's shape is past what the driver walks (--measure-timeout, --measure-max-entries), it is measured again after --stats-ttl",
+			op, handle, s.nodeID, err)
 	case errors.Is(err, ErrMeasuring):
 		return status.Errorf(codes.Unavailable, "%s volume %q on node %s: %v; it goes on, and a later call gets the figure", op, handle, s.nodeID, err)
 	case errors.Is(err, reclaim.ErrDeleting):

@@ -7,6 +7,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"liken.sh/per-node/driver/internal/layout"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
+	"liken.sh/per-node/driver/internal/tree"
 )
 
 // namesDelay is how long after a publish or unpublish the holder's name is
@@ -49,6 +51,10 @@ type Config struct {
 	// StatsTTL is how long a copy's measured usage is reused (0: default;
 	// negative: measure every time).
 	StatsTTL time.Duration
+	// MeasureTimeout and MeasureMaxEntries bound one measurement of a
+	// copy (0: DefaultMeasureTimeout, DefaultMeasureMaxEntries).
+	MeasureTimeout    time.Duration
+	MeasureMaxEntries int64
 	// KubeletDir, when set, is kubelet's root directory: every target path
 	// must lie under its pods directory.
 	KubeletDir string
@@ -129,6 +135,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.names = holders.NewNames(s.holders, s.holderFile)
 	go s.names.Run(s.stop, namesDelay)
+	s.usage.measure, s.usage.gaveUp = measureWithin(cfg), s.gaveUp
 	cfg.Metrics.Register(copiesCollector{s})
 	return s, nil
 }
@@ -138,6 +145,30 @@ func statsTTL(ttl time.Duration) time.Duration {
 		return DefaultStatsTTL
 	}
 	return max(ttl, 0)
+}
+
+// measureWithin measures a copy within the limits cfg sets.
+func measureWithin(cfg Config) func(dir string) (tree.Used, error) {
+	lim := tree.Limits{Time: cfg.MeasureTimeout, Entries: cfg.MeasureMaxEntries}
+	if lim.Time == 0 {
+		lim.Time = DefaultMeasureTimeout
+	}
+	if lim.Entries == 0 {
+		lim.Entries = DefaultMeasureMaxEntries
+	}
+	return func(dir string) (tree.Used, error) { return usageWithin(dir, lim) }
+}
+
+// gaveUp tells that a copy's measurement gave up: a metric by reason, an
+// event on its PV, a log line.
+func (s *Server) gaveUp(handle string, err *tree.LimitError) {
+	klog.InfoS("Gave up measuring a copy; it is reported as not measured until its next measurement", "volume_id", handle, "reason", err.Reason, "limit", err.Limit)
+	s.metrics.Abandoned(err.Reason)
+	if s.tracker != nil {
+		s.tracker.Event(context.Background(), handle, "Warning", "CopyNotMeasured", fmt.Sprintf(
+			"node %s gave up measuring its copy (%s, limit %s): its usage is not reported until a measurement fits; see docs/operating.md",
+			s.nodeID, err.Reason, err.Limit))
+	}
 }
 
 func podsDir(kubeletDir string) string {

@@ -17,7 +17,12 @@ var ErrMountInside = tree.ErrMountInside
 // inside (it is not the copy's); see package tree for how a tree that its
 // pod changes meanwhile is walked.
 func usage(dir string) (tree.Used, error) {
-	u, err := tree.Usage(dir)
+	return usageWithin(dir, tree.Limits{})
+}
+
+// usageWithin is usage that gives up past lim (a *tree.LimitError).
+func usageWithin(dir string, lim tree.Limits) (tree.Used, error) {
+	u, err := tree.UsageWithin(dir, lim)
 	if err != nil {
 		return tree.Used{}, fmt.Errorf("measure copy: %w", err)
 	}

@@ -6,13 +6,14 @@ package node
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
-	"liken.sh/per-node/driver/internal/tree"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/tree"
 )
 
 // DefaultStatsTTL is how long a copy's measured usage is reused. kubelet
@@ -28,6 +29,18 @@ const (
 	metricsWait = 500 * time.Millisecond
 )
 
+// maxMeasuring is how many copies are measured at once: after a restart a
+// scrape asks for every copy, and walks compete for the same disk.
+const maxMeasuring = 2
+
+// Default limits of one measurement (--measure-timeout and
+// --measure-max-entries): past them it gives up, and the copy is reported
+// as not measured until its next measurement is due.
+const (
+	DefaultMeasureTimeout    = 2 * time.Minute
+	DefaultMeasureMaxEntries = 20_000_000
+)
+
 // ErrMeasuring: the copy is being measured and the measurement did not
 // finish in time; it goes on, and a later call gets its result.
 var ErrMeasuring = errors.New("the copy is still being measured")
@@ -39,18 +52,24 @@ var ErrMeasuring = errors.New("the copy is still being measured")
 type usageCache struct {
 	ttl     time.Duration
 	measure func(dir string) (tree.Used, error)
-	flight  singleflight.Group
-	mu      sync.Mutex
-	m       map[string]measured
+	// slots holds one token per measurement running (maxMeasuring).
+	slots  chan struct{}
+	gaveUp func(handle string, err *tree.LimitError)
+	flight singleflight.Group
+	mu     sync.Mutex
+	m      map[string]measured
 }
 
+// measured is a copy's last measurement: its usage, or why it gave up.
 type measured struct {
 	at   time.Time
 	used tree.Used
+	err  error // a *tree.LimitError
 }
 
 func newUsageCache(ttl time.Duration) *usageCache {
-	return &usageCache{ttl: ttl, measure: usage, m: map[string]measured{}}
+	return &usageCache{ttl: ttl, measure: usage, slots: make(chan struct{}, maxMeasuring),
+		gaveUp: func(string, *tree.LimitError) {}, m: map[string]measured{}}
 }
 
 // get returns the usage of dir, keyed by handle, measuring it at most once
@@ -61,24 +80,34 @@ func (c *usageCache) get(handle, dir string, wait time.Duration) (tree.Used, err
 	m, ok := c.m[handle]
 	c.mu.Unlock()
 	if ok && time.Since(m.at) < c.ttl {
-		return m.used, nil
+		return m.used, m.err
 	}
 	measure := c.measure
 	ch := c.flight.DoChan(handle, func() (any, error) {
+		c.slots <- struct{}{}
+		defer func() { <-c.slots }()
 		before, _ := dirID(dir)
 		u, err := measure(dir)
-		if err != nil {
+		var limit *tree.LimitError
+		if err != nil && !errors.As(err, &limit) {
 			return tree.Used{}, err
 		}
+		if limit != nil {
+			u = tree.Used{}
+			c.gaveUp(handle, limit)
+		}
+		result := measured{at: time.Now(), used: u, err: err}
 		c.mu.Lock()
 		// Kept only if the copy measured is still the one at dir: a copy
 		// trashed meanwhile (and perhaps made again) is forgotten after
 		// its rename, so this check and forget cannot miss each other.
+		// A measurement that gave up is kept too: the copy is not walked
+		// again before its figure is due.
 		if now, err := dirID(dir); err == nil && now == before {
-			c.m[handle] = measured{at: time.Now(), used: u}
+			c.m[handle] = result
 		}
 		c.mu.Unlock()
-		return u, nil
+		return u, err
 	})
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -87,7 +116,7 @@ func (c *usageCache) get(handle, dir string, wait time.Duration) (tree.Used, err
 		return r.Val.(tree.Used), r.Err
 	case <-timer.C:
 	}
-	if ok {
+	if ok && m.err == nil {
 		klog.V(2).InfoS("A copy's measurement takes long; answering with its last value", "volume_id", handle, "measured", m.at)
 		return m.used, nil
 	}
