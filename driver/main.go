@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/copylabels"
+	"liken.sh/per-node/driver/internal/healthserver"
 	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/mounts"
@@ -265,12 +266,8 @@ func run(ctx context.Context, o options) error {
 		}})
 	}
 	if o.healthAddress != "" {
-		h := &http.Server{Addr: o.healthAddress, Handler: endpoints(checks, ready, m.Handler()), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.ErrorS(err, "Health server stopped")
-			}
-		}()
+		h := healthserver.New(o.healthAddress, endpoints(checks, ready, m.Handler()))
+		healthserver.Start(h)
 		defer func() { _ = h.Close() }()
 	}
 	<-ctx.Done()

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/healthserver"
 )
 
 // mountPointer says whether a path is a mount point (mounts.Kernel does).
@@ -29,12 +31,8 @@ func waitForRootMount(ctx context.Context, m mountPointer, root, address string,
 	why := fmt.Sprintf("the copies root %s is not a mount point yet (--copies-root-must-be-mount-point)", root)
 	if address != "" {
 		notMounted := []check{{"copies root", func() error { return errors.New(why) }}}
-		h := &http.Server{Addr: address, Handler: endpoints(nil, notMounted, http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := h.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.ErrorS(err, "Health server stopped")
-			}
-		}()
+		h := healthserver.New(address, endpoints(nil, notMounted, http.NotFoundHandler()))
+		healthserver.Start(h)
 		defer func() { _ = h.Close() }()
 	}
 	logged := time.Time{}
