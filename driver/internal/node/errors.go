@@ -27,6 +27,9 @@ var (
 	// ErrMismatch means a publish at a target that already shows the copy
 	// asks for something else than what is mounted there.
 	ErrMismatch = errors.New("the target is already published with other options")
+	// ErrNotTheCopy means an unpublish's target has something else than
+	// the volume's copy mounted.
+	ErrNotTheCopy = errors.New("something else than the volume's copy is mounted at the target")
 	// ErrNotFound means the copy, or its mount at the given path, does not exist.
 	ErrNotFound = errors.New("not found")
 )
@@ -68,6 +71,9 @@ func (s *Server) toStatus(op, handle string, err error) error {
 		return status.Errorf(codes.Unavailable,
 			"%s volume %q on node %s: %v; the copy is treated as held until the kernel answers, kubelet retries",
 			op, handle, s.nodeID, err)
+	case errors.Is(err, ErrNotTheCopy):
+		return status.Errorf(codes.FailedPrecondition,
+			"%s volume %q on node %s: %v; it is left as it is: unmount it by hand if it is stale", op, handle, s.nodeID, err)
 	case errors.Is(err, ErrMismatch):
 		return status.Errorf(codes.AlreadyExists,
 			"%s volume %q: %v; unpublish it first", op, handle, err)

@@ -127,8 +127,9 @@ func checkHandleAndPath(handle, path, what string) error {
 }
 
 // checkTarget adds, for publish and unpublish, that kubelet's target path
-// is absolute and, when kubelet's directory is known, under its pods
-// directory. It returns the cleaned path.
+// is absolute and, when kubelet's directory is known, is exactly kubelet's
+// target for a CSI volume: <pods>/<pod uid>/volumes/kubernetes.io~csi/<PV
+// name>/mount, for the PV the handle names. It returns the cleaned path.
 func (s *Server) checkTarget(handle, target string) (string, error) {
 	if err := checkHandleAndPath(handle, target, "target path"); err != nil {
 		return "", err
@@ -137,15 +138,26 @@ func (s *Server) checkTarget(handle, target string) (string, error) {
 		return "", invalid("volume %q: target path %q is not absolute", handle, target)
 	}
 	clean := filepath.Clean(target)
-	if s.podsDir != "" && !strings.HasPrefix(clean, s.podsDir+string(filepath.Separator)) {
+	if s.podsDir == "" {
+		return clean, nil
+	}
+	if !strings.HasPrefix(clean, s.podsDir+string(filepath.Separator)) {
 		return "", invalid("volume %q: target path %q is not under kubelet's pods directory %s; set --kubelet-dir to kubelet's root directory",
 			handle, target, s.podsDir)
+	}
+	parts := strings.Split(strings.TrimPrefix(clean, s.podsDir+string(filepath.Separator)), string(filepath.Separator))
+	if len(parts) != 5 || parts[1] != "volumes" || parts[2] != "kubernetes.io~csi" || parts[4] != "mount" {
+		return "", invalid("volume %q: target path %q is not kubelet's target for a CSI volume (%s/<pod uid>/volumes/kubernetes.io~csi/<PersistentVolume>/mount); nothing was done",
+			handle, target, s.podsDir)
+	}
+	if err := targetNamesHandle(handle, clean); err != nil {
+		return "", err
 	}
 	return clean, nil
 }
 
-// targetNamesHandle refuses a publish whose target kubelet made for another
-// PV than the handle: kubelet's target for a PV-backed CSI volume ends in
+// targetNamesHandle refuses a target kubelet made for another PV than the
+// handle: kubelet's target for a PV-backed CSI volume ends in
 // kubernetes.io~csi/<PV name>/mount, and a per-node PV's handle is its name.
 // Without this, a PV whose handle is another PV's name would share that
 // PV's copies, and lose them when that PV is deleted.
@@ -157,7 +169,7 @@ func targetNamesHandle(handle, target string) error {
 	}
 	return status.Errorf(codes.FailedPrecondition,
 		"volume %q: kubelet mounts it for PersistentVolume %q (target %s), and a per-node PersistentVolume's volumeHandle must be its own name; "+
-			"delete PersistentVolume %q and create it again with volumeHandle %q", handle, pv, target, pv, pv)
+			"delete PersistentVolume %q and create it again with volumeHandle %q; nothing was done", handle, pv, target, pv, pv)
 }
 
 func readOnlyMode(m csi.VolumeCapability_AccessMode_Mode) bool {

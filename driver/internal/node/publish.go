@@ -171,9 +171,13 @@ func (s *Server) ensureCopy(handle, copyDir string) error {
 	return nil
 }
 
-// unpublish unmounts target if it is mounted and removes it. The caller
-// holds the handle's lock.
+// unpublish unmounts target if it shows handle's copy, and removes it; a
+// target that shows anything else is refused and left as it is. The
+// caller holds the handle's lock.
 func (s *Server) unpublish(handle, target string) error {
+	if err := s.checkMounted(handle, target); err != nil {
+		return err
+	}
 	if err := s.mounter.Unmount(target); err != nil {
 		return err
 	}
@@ -181,6 +185,31 @@ func (s *Server) unpublish(handle, target string) error {
 		s.forgetHolder(handle)
 	}
 	return removeTarget(target)
+}
+
+// checkMounted refuses an unpublish of a target where something else than
+// handle's copy is mounted. A target that is not a directory (a symlink
+// left there is never followed) or not a mount point passes.
+func (s *Server) checkMounted(handle, target string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	mounted, err := s.mounter.IsMountPoint(target)
+	if err != nil {
+		return fmt.Errorf("inspect target %s: %w", target, err)
+	}
+	if !mounted {
+		return nil
+	}
+	copyDir, err := s.layout.CopyDir(handle)
+	if err != nil {
+		return err
+	}
+	if same, err := mounts.SameDir(target, copyDir); err == nil && same {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is a mount point that does not show this node's copy of it", ErrNotTheCopy, target)
 }
 
 // removeTarget removes the empty directory kubelet's target is, if it is

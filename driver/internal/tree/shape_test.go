@@ -23,19 +23,25 @@ import (
 // whatever the copy's shape.
 const maxWalkHeap = 1 << 20
 
-// chain makes depth directories, one in the other, under dir, and calls
-// fill in each (its descriptor) before going down.
+// chain makes depth directories named d, one in the other, under dir, and
+// calls fill in each (its descriptor) before going down.
 func chain(t testing.TB, dir string, depth int, fill func(fd, level int)) {
+	t.Helper()
+	chainOf(t, dir, "d", depth, fill)
+}
+
+// chainOf is chain with directories of another name.
+func chainOf(t testing.TB, dir, name string, depth int, fill func(fd, level int)) {
 	t.Helper()
 	assert.NilError(t, os.MkdirAll(dir, 0o750))
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	assert.NilError(t, err)
 	for level := range depth {
-		assert.NilError(t, unix.Mkdirat(fd, "d", 0o750))
+		assert.NilError(t, unix.Mkdirat(fd, name, 0o750))
 		if fill != nil {
 			fill(fd, level)
 		}
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		assert.NilError(t, err)
 		_ = unix.Close(fd)
 		fd = next
@@ -133,11 +139,16 @@ func TestAWalksMemoryDoesNotFollowTheCopysShape(t *testing.T) {
 }
 
 // entriesRead counts the directory entries a walk reads, whatever it does
-// with them.
-func entriesRead(t *testing.T, walk func()) int64 {
+// with them; a walk that reads more than most stops the test there (one
+// that reads a directory again from its start may never end).
+func entriesRead(t *testing.T, most int64, walk func()) int64 {
 	t.Helper()
 	var n int64
-	afterRead = func(entries int) { n += int64(entries) }
+	afterRead = func(entries int) {
+		if n += int64(entries); n > most {
+			t.Fatalf("the walk read %d entries, more than %d: it reads directories again", n, most)
+		}
+	}
 	defer func() { afterRead = nil }()
 	walk()
 	return n
@@ -171,14 +182,14 @@ func TestEachEntryIsReadAConstantNumberOfTimes(t *testing.T) {
 	build(beside, false)
 	build(among, true)
 	measured := func(dir string) int64 {
-		return entriesRead(t, func() { _, err := Usage(dir); assert.NilError(t, err) })
+		return entriesRead(t, 20*names, func() { _, err := Usage(dir); assert.NilError(t, err) })
 	}
 	b, a := measured(beside), measured(among)
 	t.Logf("entries read measuring: %d with the deep subtrees beside the names, %d with them among", b, a)
 	assert.Assert(t, a <= 2*b, "with the deep subtrees among the names the walk read %d entries, %d with them beside: "+
 		"a directory was read again from its start", a, b)
 	removed := func(dir string) int64 {
-		return entriesRead(t, func() { _, err := Remove(dir); assert.NilError(t, err) })
+		return entriesRead(t, 20*names, func() { _, err := Remove(dir); assert.NilError(t, err) })
 	}
 	b, a = removed(beside), removed(among)
 	t.Logf("entries read removing: %d beside, %d among", b, a)
@@ -243,7 +254,9 @@ func TestATreeDeeperThanMaxDepthIsRemovedAndNotMeasured(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
 	const depth = 2*MaxDepth + 100
-	chain(t, dir, depth, func(fd, level int) {
+	// Names of 255 bytes: a removal that kept every level's name would
+	// hold more than maxWalkHeap.
+	chainOf(t, dir, strings.Repeat("n", 255), depth, func(fd, level int) {
 		if level%500 == 0 { // names like those the removal moves up
 			assert.NilError(t, unix.Mkdirat(fd, ".per-node-deep-"+strconv.Itoa(level/500+1), 0o750))
 		}
