@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"gotest.tools/v3/assert"
@@ -353,6 +354,19 @@ func TestVolumeStats(t *testing.T) {
 	assert.Assert(t, bytes.GetUsed() >= 64<<10, "used %d", bytes.GetUsed())
 	assert.Assert(t, bytes.GetTotal() >= bytes.GetUsed())
 	assert.Equal(t, inodes.GetUsed(), int64(2)) // the copy's directory and f
+	// The totals and what is free are the filesystem's that holds the
+	// copies, as an unprivileged writer sees it (without the blocks kept
+	// for root: what the store can still write).
+	var fs unix.Statfs_t
+	assert.NilError(t, unix.Statfs(s.layout.Root(), &fs))
+	bsize := int64(fs.Bsize)
+	assert.Equal(t, bytes.GetTotal(), int64(fs.Blocks)*bsize)
+	const slack = 64 << 20 // what others write meanwhile
+	avail := int64(fs.Bavail) * bsize
+	assert.Assert(t, bytes.GetAvailable() > avail-slack && bytes.GetAvailable() < avail+slack,
+		"available %d bytes, the filesystem says %d to an unprivileged writer (%d with root's reserve)",
+		bytes.GetAvailable(), avail, int64(fs.Bfree)*bsize)
+	assert.Equal(t, inodes.GetTotal(), int64(fs.Files))
 
 	for _, tc := range []struct {
 		name, handle, path string
@@ -368,6 +382,21 @@ func TestVolumeStats(t *testing.T) {
 			assertCode(t, err, tc.want)
 		})
 	}
+}
+
+// A new copy is an empty directory every user may write (pods run as any
+// user; the copy is theirs to restrict), whatever the driver's umask.
+func TestANewCopyIsOpenToEveryUser(t *testing.T) {
+	s, dir := newTestServer(t)
+	target := podTarget(dir, "1111", "store")
+	_, err := s.NodePublishVolume(context.Background(), publishReq("store", target, "store-a"))
+	assert.NilError(t, err)
+	t.Cleanup(func() { unpublish(t, s, "store", target) })
+	copyDir, err := s.layout.CopyDir("store")
+	assert.NilError(t, err)
+	fi, err := os.Stat(copyDir)
+	assert.NilError(t, err)
+	assert.Equal(t, fi.Mode().Perm(), os.FileMode(0o777), "the copy's mode")
 }
 
 func TestIdentity(t *testing.T) {
