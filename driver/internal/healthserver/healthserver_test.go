@@ -5,6 +5,7 @@ package healthserver
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -101,7 +102,7 @@ func TestIdleAndSlowConnectionsAreClosed(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = c.Read(make([]byte, 1))
-	assert.Assert(t, err == io.EOF, "an idle connection is closed by the server after 200 ms: read gave %v", err)
+	assert.Assert(t, errors.Is(err, io.EOF), "an idle connection is closed by the server after 200 ms: read gave %v", err)
 
 	slow, err := net.Dial("tcp", l.Addr().String())
 	assert.NilError(t, err)

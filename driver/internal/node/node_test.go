@@ -359,7 +359,7 @@ func TestVolumeStats(t *testing.T) {
 	// for root: what the store can still write).
 	var fs unix.Statfs_t
 	assert.NilError(t, unix.Statfs(s.layout.Root(), &fs))
-	bsize := int64(fs.Bsize)
+	bsize := fs.Bsize
 	assert.Equal(t, bytes.GetTotal(), int64(fs.Blocks)*bsize)
 	const slack = 64 << 20 // what others write meanwhile
 	avail := int64(fs.Bavail) * bsize
