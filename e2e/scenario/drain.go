@@ -126,6 +126,14 @@ func (r *Run) drainer(ctx context.Context) (*drain.Helper, *strings.Builder, err
 
 // drainNode cordons node and evicts its pods as kubectl drain does.
 func (r *Run) drainNode(ctx context.Context, node string) error {
+	r.lists["_cordoned"] = append(r.lists["_cordoned"], node)
+	return r.cordonAndDrain(ctx, node)
+}
+
+// cordonAndDrain is drainNode for a node its caller has already listed as
+// cordoned (for the cleanup): it touches nothing of r but the cluster, so
+// two may run at once.
+func (r *Run) cordonAndDrain(ctx context.Context, node string) error {
 	h, out, err := r.drainer(ctx)
 	if err != nil {
 		return err
@@ -134,7 +142,6 @@ func (r *Run) drainNode(ctx context.Context, node string) error {
 	if err := r.env.R.Get(ctx, node, "", &n); err != nil {
 		return err
 	}
-	r.lists["_cordoned"] = append(r.lists["_cordoned"], node)
 	if err := drain.RunCordonOrUncordon(h, &n, true); err != nil {
 		return fmt.Errorf("cordon %s: %w", node, err)
 	}
@@ -149,11 +156,16 @@ func (r *Run) drainNode(ctx context.Context, node string) error {
 func stepDrain(ctx context.Context, r *Run, a args) error { return r.drainNode(ctx, a["node"]) }
 
 // stepDrainBoth starts two drains at the same moment and waits for both.
+// Both nodes are listed for the cleanup before either starts: the two
+// goroutines share no map (they once wrote r.lists at once, a fatal
+// "concurrent map writes" in scenario 08).
 func stepDrainBoth(ctx context.Context, r *Run, a args) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, node := range []string{a["node"], a["other"]} {
-		wg.Go(func() { errs[i] = r.drainNode(ctx, node) })
+	nodes := []string{a["node"], a["other"]}
+	r.lists["_cordoned"] = append(r.lists["_cordoned"], nodes...)
+	for i, node := range nodes {
+		wg.Go(func() { errs[i] = r.cordonAndDrain(ctx, node) })
 	}
 	wg.Wait()
 	for _, err := range errs {
