@@ -66,3 +66,26 @@ func within(path, base string) bool {
 	}
 	return path == base || strings.HasPrefix(path, base+"/")
 }
+
+// Shows reports whether the mount the table lists last at target is a bind
+// of dir, or of the directory that was at dir before it was removed (the
+// kernel shows such a root with "//deleted" appended). It reads no file:
+// callers pass the table they read.
+func Shows(table []mountutils.MountInfo, target, dir string) bool {
+	m, ok := containingMount(table, dir)
+	if !ok {
+		return false
+	}
+	want := filepath.Join(m.Root, strings.TrimPrefix(dir, m.MountPoint))
+	var at mountutils.MountInfo
+	found := false
+	for _, e := range table {
+		if e.MountPoint == target {
+			at, found = e, true
+		}
+	}
+	if !found || at.Major != m.Major || at.Minor != m.Minor {
+		return false
+	}
+	return at.Root == want || at.Root == want+"//deleted"
+}

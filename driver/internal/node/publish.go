@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+	mountutils "k8s.io/mount-utils"
 
 	"liken.sh/per-node/driver/internal/holders"
 	"liken.sh/per-node/driver/internal/mounts"
@@ -208,6 +209,16 @@ func (s *Server) checkMounted(handle, target string) error {
 		return fmt.Errorf("inspect target %s: %w", target, err)
 	}
 	if !mounted {
+		return nil
+	}
+	// The copy may have been removed from under its holder (by hand, while
+	// the pod ran): the target still shows the removed directory, and
+	// only the mount table can say it was the copy.
+	table, err := mountutils.ParseMountInfo(mounts.ProcSelfMountInfo)
+	if err != nil {
+		return fmt.Errorf("inspect target %s: read the mount table: %w", target, err)
+	}
+	if mounts.Shows(table, target, copyDir) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is a mount point that does not show this node's copy of it", ErrNotTheCopy, target)

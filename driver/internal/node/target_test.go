@@ -94,3 +94,39 @@ func TestOnlyKubeletsTargetForTheVolumeIsTouched(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Assert(t, mounted, "the copy's own holder was unmounted")
 }
+
+// A target whose copy was removed from under it (by hand, or by a test's
+// cleanup, while the pod still ran) still shows that copy's directory, now
+// deleted: unpublish unmounts it, or the pod could never terminate.
+func TestATargetWhoseCopyWasRemovedIsUnmounted(t *testing.T) {
+	_, dir := newTestServer(t)
+	kubelet := filepath.Join(dir, "kubelet")
+	s, err := New(Config{NodeID: "worker-a", Root: filepath.Join(dir, "root"), Mounter: mounts.NewKernel(), KubeletDir: kubelet})
+	assert.NilError(t, err)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		after func(t *testing.T, copyDir string)
+	}{
+		{"removed", func(t *testing.T, copyDir string) { assert.NilError(t, os.RemoveAll(copyDir)) }},
+		{"removed and made again", func(t *testing.T, copyDir string) {
+			assert.NilError(t, os.RemoveAll(copyDir))
+			assert.NilError(t, os.MkdirAll(copyDir, 0o750))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := filepath.Join(kubelet, "pods/1111/volumes/kubernetes.io~csi/store/mount")
+			_, err := s.NodePublishVolume(ctx, publishReq("store", target, "store-a"))
+			assert.NilError(t, err)
+			t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+			copyDir, err := s.layout.CopyDir("store")
+			assert.NilError(t, err)
+			tc.after(t, copyDir)
+
+			_, err = s.NodeUnpublishVolume(ctx, unpublishRequest("store", target))
+			assert.NilError(t, err)
+			_, err = os.Lstat(target)
+			assert.Assert(t, os.IsNotExist(err), "the target is still there: %v", err)
+		})
+	}
+}
