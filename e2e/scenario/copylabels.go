@@ -175,6 +175,12 @@ func stepDriverLabelsOwnNodeWith(ctx context.Context, r *Run, a args) error {
 		fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, k, v))
 }
 
+func stepDriverAnnotatesOwnNode(ctx context.Context, r *Run, a args) error {
+	k, v, _ := strings.Cut(a["label"], "=")
+	return r.asDriverNodeRefused(ctx, a["node"], a["node"], "set the annotation "+a["label"],
+		fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, k, v))
+}
+
 func stepDriverTaintsOwnNode(ctx context.Context, r *Run, a args) error {
 	return r.asDriverNodeRefused(ctx, a["node"], a["node"], "taint it",
 		`{"spec":{"taints":[{"key":"per-node.liken.sh/thief","effect":"NoSchedule"}]}}`)

@@ -269,6 +269,18 @@ func stepDriverChangesClaimRef(ctx context.Context, r *Run, a args) error {
 		`{"spec":{"claimRef":{"namespace":"elsewhere","name":"thief","uid":null,"resourceVersion":null}}}`)
 }
 
+func stepDriverLabelsPV(ctx context.Context, r *Run, a args) error {
+	k, v, _ := strings.Cut(a["label"], "=")
+	return r.asDriverRefused(ctx, a["node"], a["name"], "set the label "+a["label"],
+		fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, k, v))
+}
+
+func stepDriverAnnotatesPV(ctx context.Context, r *Run, a args) error {
+	k, v, _ := strings.Cut(a["label"], "=")
+	return r.asDriverRefused(ctx, a["node"], a["name"], "set the annotation "+a["label"],
+		fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, k, v))
+}
+
 func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
 	return r.asDriverRefused(ctx, a["node"], a["name"], "add the record of "+a["other"],
 		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["other"]))

@@ -240,3 +240,71 @@ func TestMonitoringComponentIsTheCharts(t *testing.T) {
 		}
 	}
 }
+
+// The driver's account may do what the driver does, and nothing more
+// (docs/security.md, "What it may do in the API"): each grant below names
+// the code that uses it. A verb, resource or namespace added to the roles
+// in the chart or in deploy/ fails here until the driver uses it.
+func TestTheDriversRolesGrantOnlyWhatItUses(t *testing.T) {
+	want := []string{
+		// reclaim: the PV informer (list, watch), the fresh read before a
+		// record is trusted (get), the records themselves (patch).
+		"ClusterRole/per-node-node: persistentvolumes get,list,patch,watch",
+		// reclaim: the Node informer (list, watch) and the fresh read that
+		// confirms a node is gone (get); copylabels: its own Node's labels
+		// (patch).
+		"ClusterRole/per-node-node: nodes get,list,patch,watch",
+		// kube: the event recorder creates and patches events of PVs,
+		// which live in default.
+		"Role/default/per-node-node-events: events create,patch",
+	}
+	repo := repoRoot(t)
+	manifest, err := RenderChart(context.Background(), repo, anImage...)
+	assert.NilError(t, err)
+	fromChart, err := Objects(manifest)
+	assert.NilError(t, err)
+	fromDeploy, err := RenderDeploy(repo, "")
+	assert.NilError(t, err)
+	sort.Strings(want)
+	for name, objs := range map[string][]*unstructured.Unstructured{"the chart": fromChart, "deploy/": fromDeploy} {
+		assert.DeepEqual(t, grants(t, objs), want)
+		t.Logf("%s grants only what the driver uses", name)
+	}
+}
+
+// grants lists each rule of the roles as "Kind/[namespace/]name: resources
+// verbs", with the API group when it is not the core one.
+func grants(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var out []string
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		who := o.GetKind() + "/" + o.GetName()
+		if ns := o.GetNamespace(); ns != "" {
+			who = o.GetKind() + "/" + ns + "/" + o.GetName()
+		}
+		rules, _, err := unstructured.NestedSlice(o.Object, "rules")
+		assert.NilError(t, err)
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			groups, _, _ := unstructured.NestedStringSlice(rule, "apiGroups")
+			resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+			verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+			sort.Strings(verbs)
+			names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+			g := strings.Join(groups, ",")
+			if g != "" {
+				g += "/"
+			}
+			line := who + ": " + g + strings.Join(resources, ",") + " " + strings.Join(verbs, ",")
+			if len(names) > 0 {
+				line += " names " + strings.Join(names, ",")
+			}
+			out = append(out, line)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

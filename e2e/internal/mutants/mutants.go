@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -41,7 +42,8 @@ type Mutant struct {
 	Promise string `json:"promise"`
 	// Document is the file (relative to the repository) that says it.
 	Document string `json:"document"`
-	// File is the Go file the break changes, relative to the repository.
+	// File is the file the break changes, relative to the repository: a
+	// Go file is broken by an overlay, any other in a copy of the tree.
 	File string `json:"file"`
 	// Find is replaced by Replace; it occurs in File exactly once.
 	Find    string `json:"find"`
@@ -168,4 +170,74 @@ func (m Mutant) Overlay(repo, dir string) (string, error) {
 	}
 	overlay := filepath.Join(dir, m.Name+".overlay.json")
 	return overlay, os.WriteFile(overlay, b, 0o644)
+}
+
+// InTree reports whether m breaks a file the Go toolchain does not compile
+// (a manifest, a chart template): an overlay cannot make such a break, so
+// it is made in a copy of the work tree.
+func (m Mutant) InTree() bool { return filepath.Ext(m.File) != ".go" }
+
+// Tree copies into dir the files of repo that git knows (tracked, or
+// untracked and not ignored), makes m there, makes the copy a git
+// repository holding those files, and links dir/_out to repo's build
+// outputs (images and clusters are cached there). Whatever dir held is
+// replaced.
+func (m Mutant) Tree(repo, dir string) error {
+	broken, err := m.Apply(repo)
+	if err != nil {
+		return err
+	}
+	out, err := exec.Command("git", "-C", repo, "ls-files", "-z", "-co", "--exclude-standard").Output()
+	if err != nil {
+		return fmt.Errorf("list the work tree's files: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	for name := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		if err := copyFile(filepath.Join(repo, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, m.File), broken, 0o644); err != nil {
+		return err
+	}
+	// The copy is a repository of its own: checks that ask git which
+	// files the project has see the same ones.
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s in the copy: %w: %s", args[0], err, out)
+		}
+	}
+	abs, err := filepath.Abs(filepath.Join(repo, "_out"))
+	if err != nil {
+		return err
+	}
+	return os.Symlink(abs, filepath.Join(dir, "_out"))
+}
+
+// copyFile copies one file or symlink, keeping its mode; a file git lists
+// but the work tree no longer has is left out.
+func copyFile(from, to string) error {
+	fi, err := os.Lstat(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		link, err := os.Readlink(from)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(link, to)
+	}
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, fi.Mode().Perm())
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,4 +134,42 @@ func TestVerdictLinesAreTheSummarys(t *testing.T) {
 		[]string{"03-one — /s/03-one.md:48: event FailedMount names $holder (PROMISE BROKEN)"})
 	assert.DeepEqual(t, verdictLines([]byte(out), "FAILED"),
 		[]string{"04-two — /s/04-two.md:9: a write is refused (FAILED)"})
+}
+
+// A break of a file Go does not compile (a manifest) is made in a copy of
+// the tree that git knows: the copy holds the break and every other file
+// the repository has, is a repository of its own, and the work tree does
+// not change.
+func TestTreeMakesABreakOfAManifestInACopy(t *testing.T) {
+	repo := fakeRepo(t, "")
+	manifest := "rules:\n  - verbs: [get]\n"
+	assert.NilError(t, os.WriteFile(filepath.Join(repo, "role.yaml"), []byte(manifest), 0o644))
+	assert.NilError(t, os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("/ignored\n"), 0o644))
+	assert.NilError(t, os.WriteFile(filepath.Join(repo, "ignored"), []byte("build output"), 0o644))
+	for _, args := range [][]string{{"init", "-q"}, {"add", "a.go", ".gitignore"}} {
+		out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput()
+		assert.NilError(t, err, "%s", out)
+	}
+	m := Mutant{Name: "role-deletes", Promise: "p", Document: "scenarios/03-one.md", File: "role.yaml",
+		Find: "[get]", Replace: "[get, delete]", Unit: []string{"./pkg"}, Why: "none can"}
+	assert.Assert(t, m.InTree())
+	dir := filepath.Join(t.TempDir(), "copy")
+	assert.NilError(t, m.Tree(repo, dir))
+
+	broken, err := os.ReadFile(filepath.Join(dir, "role.yaml"))
+	assert.NilError(t, err)
+	assert.Equal(t, string(broken), "rules:\n  - verbs: [get, delete]\n")
+	src, err := os.ReadFile(filepath.Join(repo, "role.yaml"))
+	assert.NilError(t, err)
+	assert.Equal(t, string(src), manifest, "the work tree must not change")
+	_, err = os.Stat(filepath.Join(dir, "a.go"))
+	assert.NilError(t, err, "a tracked file is missing from the copy")
+	_, err = os.Stat(filepath.Join(dir, "ignored"))
+	assert.Assert(t, os.IsNotExist(err), "an ignored file was copied: %v", err)
+	out, err := exec.Command("git", "-C", dir, "ls-files").Output()
+	assert.NilError(t, err)
+	assert.DeepEqual(t, strings.Fields(string(out)), []string{".gitignore", "a.go", "role.yaml", "scenarios/03-one.md"})
+	link, err := os.Readlink(filepath.Join(dir, "_out"))
+	assert.NilError(t, err)
+	assert.Equal(t, link, filepath.Join(repo, "_out"))
 }

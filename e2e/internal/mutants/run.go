@@ -56,13 +56,12 @@ var (
 // output into dir.
 func RunUnit(ctx context.Context, repo string, m Mutant, dir string) Result {
 	start := time.Now()
-	res, overlay, ok := prepare(repo, m, dir, "unit")
+	res, w, ok := prepare(repo, m, dir, "unit")
 	if !ok {
 		return res
 	}
-	args := append([]string{"test", "-overlay=" + overlay, "-vet=off", "-count=1",
-		"-timeout=" + UnitTimeout.String()}, m.Unit...)
-	out, err := goCommand(ctx, repo, args...)
+	args := append(append([]string{"test"}, w.flags...), "-vet=off", "-count=1", "-timeout="+UnitTimeout.String())
+	out, err := goCommand(ctx, w.dir, append(args, m.Unit...)...)
 	_ = os.WriteFile(res.Log, out, 0o644)
 	res.Took = time.Since(start)
 	switch {
@@ -105,14 +104,14 @@ func Baseline(ctx context.Context, repo string, ms []Mutant, dir string) error {
 // scenario reports a broken promise.
 func RunScenarios(ctx context.Context, repo string, m Mutant, scenarios []string, dir string) Result {
 	start := time.Now()
-	res, overlay, ok := prepare(repo, m, dir, "e2e")
+	res, w, ok := prepare(repo, m, dir, "e2e")
 	if !ok {
 		return res
 	}
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "e2e", "SCENARIO="+strings.Join(scenarios, ","))
-	cmd.Dir = repo
+	cmd.Dir = w.dir
 	cmd.Env = append(os.Environ(), "E2E_KEEP=1",
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+overlay))
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" "+strings.Join(w.flags, " ")))
 	out, err := cmd.CombinedOutput()
 	_ = os.WriteFile(res.Log, out, 0o644)
 	res.Took = time.Since(start)
@@ -128,16 +127,33 @@ func RunScenarios(ctx context.Context, repo string, m Mutant, scenarios []string
 	return res
 }
 
-// prepare writes m's overlay into dir and names the log of a run of kind;
-// a break that cannot be made is the result, Unbuildable.
-func prepare(repo string, m Mutant, dir, kind string) (Result, string, bool) {
+// where is where a break's checks run: the work tree with an overlay, or
+// a broken copy of the tree.
+type where struct {
+	dir   string
+	flags []string
+}
+
+// prepare makes m (an overlay in dir, or a copy of the tree under dir) and
+// names the log of a run of kind; a break that cannot be made is the
+// result, Unbuildable.
+func prepare(repo string, m Mutant, dir, kind string) (Result, where, bool) {
 	res := Result{Mutant: m, Log: filepath.Join(dir, m.Name+"."+kind+".log")}
-	overlay, err := m.Overlay(repo, dir)
+	w := where{dir: repo}
+	var err error
+	if m.InTree() {
+		w.dir = filepath.Join(dir, m.Name+".tree")
+		err = m.Tree(repo, w.dir)
+	} else {
+		var overlay string
+		overlay, err = m.Overlay(repo, dir)
+		w.flags = []string{"-overlay=" + overlay}
+	}
 	if err != nil {
 		res.Verdict, res.By = Unbuildable, []string{err.Error()}
-		return res, "", false
+		return res, w, false
 	}
-	return res, overlay, true
+	return res, w, true
 }
 
 func goCommand(ctx context.Context, repo string, args ...string) ([]byte, error) {
