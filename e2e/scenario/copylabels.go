@@ -150,6 +150,7 @@ func (r *Run) asDriverNodeRefused(ctx context.Context, node, target, what, patch
 	}
 	_, err = r.asDriverPatchNode(ctx, node, target, patch)
 	if err := r.refusedByPolicy(err, node, what, "Node "+target, patch); err != nil {
+		r.undoNode(ctx, before)
 		return err
 	}
 	after, err := r.node(ctx, target)
@@ -158,10 +159,26 @@ func (r *Run) asDriverNodeRefused(ctx context.Context, node, target, what, patch
 	}
 	if !maps.Equal(before.Labels, after.Labels) || !maps.Equal(before.Annotations, after.Annotations) ||
 		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(x, y corev1.Taint) bool { return x.MatchTaint(&y) }) {
+		r.undoNode(ctx, before)
 		return fmt.Errorf("the refused change still changed Node %s: labels %v → %v, taints %v → %v",
 			target, before.Labels, after.Labels, before.Spec.Taints, after.Spec.Taints)
 	}
 	return nil
+}
+
+// undoNode puts back, as an administrator, the labels, annotations and
+// taints a change that should have been refused changed on a Node: a
+// broken policy (make mutants on a kept cluster) must leave no label or
+// taint that the next run would see, or that would keep pods off it.
+func (r *Run) undoNode(ctx context.Context, before *corev1.Node) {
+	now, err := r.node(ctx, before.Name)
+	if err == nil {
+		now.Labels, now.Annotations, now.Spec.Taints = before.Labels, before.Annotations, before.Spec.Taints
+		err = r.env.R.Update(ctx, now)
+	}
+	if err != nil {
+		r.t.Logf("undoing the change of Node %s: %v", before.Name, err)
+	}
 }
 
 func stepDriverLabelsOthersNode(ctx context.Context, r *Run, a args) error {

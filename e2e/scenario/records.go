@@ -227,6 +227,7 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 		return err
 	}
 	if err := r.refusedByPolicy(r.asDriverPatch(ctx, node, pvName, patch), node, what, "PersistentVolume "+pvName, patch); err != nil {
+		r.undoPV(ctx, before)
 		return err
 	}
 	after, err := r.pv(ctx, pvName)
@@ -234,9 +235,24 @@ func (r *Run) asDriverRefused(ctx context.Context, node, pvName, what, patch str
 		return err
 	}
 	if d := cmp.Diff(pvContent(before), pvContent(after)); d != "" {
+		r.undoPV(ctx, before)
 		return fmt.Errorf("the refused change still changed PersistentVolume %s (-before +after):\n%s", pvName, d)
 	}
 	return nil
+}
+
+// undoPV puts back, as an administrator, what a change that should have
+// been refused changed on a PV, so that a broken policy (make mutants on a
+// kept cluster) leaves nothing that the next run would take for its own.
+func (r *Run) undoPV(ctx context.Context, before *corev1.PersistentVolume) {
+	now, err := r.pv(ctx, before.Name)
+	if err == nil {
+		now.Spec, now.Labels, now.Annotations, now.Finalizers = before.Spec, before.Labels, before.Annotations, before.Finalizers
+		err = r.env.R.Update(ctx, now)
+	}
+	if err != nil {
+		r.t.Logf("undoing the change of PersistentVolume %s: %v", before.Name, err)
+	}
 }
 
 // refusedByPolicy requires err to be the API server's refusal (Forbidden
@@ -260,8 +276,9 @@ func pvContent(pv *corev1.PersistentVolume) any {
 	return struct {
 		Spec        corev1.PersistentVolumeSpec
 		Finalizers  []string
+		Labels      map[string]string
 		Annotations map[string]string
-	}{pv.Spec, pv.Finalizers, pv.Annotations}
+	}{pv.Spec, pv.Finalizers, pv.Labels, pv.Annotations}
 }
 
 func stepDriverChangesClaimRef(ctx context.Context, r *Run, a args) error {
