@@ -4,10 +4,14 @@
 package scenario
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"liken.sh/per-node/e2e/internal/harness"
 )
@@ -92,4 +96,41 @@ func stepMetricPresent(want bool) func(ctx context.Context, r *Run, a args) erro
 			return has == want, seriesOf(m, a["series"]), nil
 		})
 	}
+}
+
+// stepDispatchedAtLevel waits until the API server says it dispatched
+// requests of the FlowSchema name at the priority level of the same name
+// (apiserver_flowcontrol_dispatched_requests_total): the chart's API
+// Priority and Fairness objects are installed, and catch the drivers'
+// requests.
+func stepDispatchedAtLevel(ctx context.Context, r *Run, a args) error {
+	cs, err := r.clientset()
+	if err != nil {
+		return err
+	}
+	name := a["name"]
+	return harness.Until(ctx, "the API server to dispatch requests of FlowSchema "+name+" at priority level "+name, deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			seen := map[string]float64{}
+			for _, m := range families["apiserver_flowcontrol_dispatched_requests_total"].GetMetric() {
+				l := map[string]string{}
+				for _, p := range m.GetLabel() {
+					l[p.GetName()] = p.GetValue()
+				}
+				seen[l["flow_schema"]+" at "+l["priority_level"]] += m.GetCounter().GetValue()
+			}
+			if seen[name+" at "+name] > 0 {
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("dispatched by FlowSchema and priority level: %v", seen), nil
+		})
 }

@@ -184,6 +184,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "as the driver on {node}, annotating its own node {label} is refused", Timeout: 30 * time.Second, run: stepDriverAnnotatesOwnNode},
 	{Name: "as the driver on {node}, labelling its own node as holding a copy of persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverLabelsOwnCopy},
 	{Name: "note the driver metrics on {node}", Timeout: time.Minute, run: stepNoteMetrics},
+	{Name: "the API server dispatched requests of the drivers' account at priority level {name}", Timeout: 2 * time.Minute, run: stepDispatchedAtLevel},
 	{Name: "the driver on {node} counted more {series}", Timeout: 2 * time.Minute, run: stepMetricGrew},
 	{Name: "the driver on {node} reports {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(true)},
 	{Name: "the driver on {node} reports no {series}", Timeout: 2 * time.Minute, run: stepMetricPresent(false)},

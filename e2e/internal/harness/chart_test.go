@@ -308,3 +308,56 @@ func grants(t *testing.T, objs []*unstructured.Unstructured) []string {
 	sort.Strings(out)
 	return out
 }
+
+// The FlowSchema catches the account the drivers run as, wherever the
+// chart puts it, and sends it to the chart's own priority level; it can be
+// turned off.
+func TestTheFlowSchemaCatchesTheDriversAccount(t *testing.T) {
+	ctx := context.Background()
+	repo := repoRoot(t)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  bool
+	}{
+		{"defaults", anImage, true},
+		{"another namespace, account and name", append(slices.Clone(anImage), "--set", "namespaceOverride=storage",
+			"--set", "serviceAccount.name=csi-per-node", "--set", "fullnameOverride=pn"), true},
+		{"turned off", append(slices.Clone(anImage), "--set", "apiPriority.enabled=false"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := RenderChart(ctx, repo, tc.flags...)
+			assert.NilError(t, err)
+			objs, err := Objects(out)
+			assert.NilError(t, err)
+			var ds, fs, level *unstructured.Unstructured
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "DaemonSet":
+					ds = o
+				case "FlowSchema":
+					fs = o
+				case "PriorityLevelConfiguration":
+					level = o
+				}
+			}
+			assert.Assert(t, ds != nil)
+			if !tc.want {
+				assert.Assert(t, fs == nil && level == nil, "rendered APF objects with apiPriority.enabled=false")
+				return
+			}
+			assert.Assert(t, fs != nil && level != nil, "no FlowSchema or priority level rendered")
+			sa, _, _ := unstructured.NestedString(ds.Object, "spec", "template", "spec", "serviceAccountName")
+			rules, _, _ := unstructured.NestedSlice(fs.Object, "spec", "rules")
+			assert.Equal(t, len(rules), 1)
+			subjects, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "subjects")
+			assert.Equal(t, len(subjects), 1)
+			got, _, _ := unstructured.NestedStringMap(subjects[0].(map[string]any), "serviceAccount")
+			assert.DeepEqual(t, got, map[string]string{"name": sa, "namespace": ds.GetNamespace()})
+			ref, _, _ := unstructured.NestedString(fs.Object, "spec", "priorityLevelConfiguration", "name")
+			assert.Equal(t, ref, level.GetName())
+			prec, _, _ := unstructured.NestedInt64(fs.Object, "spec", "matchingPrecedence")
+			assert.Assert(t, prec < 9000, "matchingPrecedence %d: the built-in service-accounts schema (9000) would take the requests first", prec)
+		})
+	}
+}
