@@ -148,6 +148,10 @@ bench-delete: ## On the e2e cluster: time from deleting a PV to its disappearanc
 bench-e2e: ## On the e2e cluster: pod start and 200 volumes x every worker vs a local PV, hostPath and emptyDir, deletion, the driver's RSS/CPU/API cost, a 500 MiB store's rollout with and without the copy preference; a table and a line per goal (BENCH_PARTS=idle,podstart,many,rollout: some).
 	BENCH_PARTS='$(BENCH_PARTS)' BENCH_ROLLOUTS='$(BENCH_ROLLOUTS)' e2e/run.sh bench-e2e
 
+.PHONY: bench-scale
+bench-scale: ## On the e2e cluster's API server: N Nodes (SCALE_NODES=100,1000,5000), 20,000 other PVs, 10 driver processes on this host; RSS, record admission, watch events, PV deletion, each beside its goal.
+	SCALE_NODES='$(SCALE_NODES)' SCALE_DRIVERS='$(SCALE_DRIVERS)' SCALE_OTHER_PVS='$(SCALE_OTHER_PVS)' e2e/run.sh bench-scale
+
 .PHONY: bench-api
 bench-api: ## On the e2e cluster: the drivers' API requests per minute per node at rest, 50 PVs x 4 nodes (API_IDLE=10m).
 	e2e/run.sh bench-api

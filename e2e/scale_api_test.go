@@ -1,0 +1,564 @@
+// Copyright 2026 The per-node Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e && e2ebench
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"gotest.tools/v3/assert"
+	"gotest.tools/v3/poll"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"liken.sh/per-node/e2e/internal/harness"
+)
+
+// TestScaleAPI measures, for `make bench-scale`, what the driver's design
+// costs as the cluster grows, on the e2e cluster's real API server and
+// etcd: SCALE_NODES (default 100,1000,5000) Node objects, SCALE_OTHER_PVS
+// (default 20,000) PersistentVolumes of another driver, and SCALE_DRIVERS
+// (default 10) real driver processes on this host, each with the identity
+// of its own node (the driver's account impersonated with the node-name
+// extra a bound token carries, as scenario 20 does), publishing and
+// unpublishing with real bind mounts. For each N it prints, each beside
+// its goal, met or NOT met:
+//   - each host driver's RSS (goal: at most 40 MiB);
+//   - the admission of one record change by a node when the PV already
+//     records N nodes, beside the same change by an administrator, which
+//     no policy checks (goal: at most 0.3 s);
+//   - the watch events and bytes the API server sends to the host
+//     drivers for one record change of a PV one of them holds, and for one
+//     change of a Node none of them runs on (goal: only the holder hears of
+//     the first, and no driver of the second);
+//
+// and, once: the time from deleting a PV to its disappearance with 3
+// copies, and with 3 copies and the records of 997 nodes that are gone.
+func TestScaleAPI(t *testing.T) {
+	f := features.New("scale").Assess("bench-scale", func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
+		r := client(t, c)
+		cs, err := kubernetes.NewForConfig(unthrottled(r.GetConfig()))
+		assert.NilError(t, err)
+		s := &scale{t: t, cs: cs, kubeconfig: c.KubeconfigFile(), dir: t.TempDir()}
+		sizes := envInts(t, "SCALE_NODES", []int{100, 1000, 5000})
+		drivers := envInts(t, "SCALE_DRIVERS", []int{10})[0]
+		others := envInts(t, "SCALE_OTHER_PVS", []int{20000})[0]
+
+		t.Cleanup(s.cleanup)
+		s.makeNodes(ctx, drivers) // the host drivers' own Nodes
+		baseRecord := s.recordChangeEvents(ctx, "")
+		baseNode := s.nodeChangeEvents(ctx)
+		s.makeOtherPVs(ctx, others)
+		for i := range drivers {
+			s.startDriver(ctx, i)
+		}
+		for _, n := range sizes {
+			s.makeNodes(ctx, n)
+			s.settle(ctx)
+			s.row(fmt.Sprintf("N=%d", n), "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
+			drv, adm := s.admission(ctx, n)
+			s.row(fmt.Sprintf("N=%d", n), "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
+			s.row(fmt.Sprintf("N=%d", n), "the same change, administrator (s)", adm.Seconds(), "-", true)
+			ev := s.recordChangeEvents(ctx, s.drivers[0].node)
+			s.row(fmt.Sprintf("N=%d", n), "watch events to host drivers per record change", ev.events-baseRecord.events, "<= 1 (the holder)", ev.events-baseRecord.events <= 1)
+			s.row(fmt.Sprintf("N=%d", n), "watch bytes to host drivers per record change (KiB)", (ev.bytes-baseRecord.bytes)/1024, "-", true)
+			nev := s.nodeChangeEvents(ctx)
+			s.row(fmt.Sprintf("N=%d", n), "watch events to host drivers per other Node's change", nev.events-baseNode.events, "0", nev.events-baseNode.events <= 0)
+		}
+		three := s.deleteTiming(ctx, 3, 0)
+		s.row("C=3", "PV delete to PV gone (s)", three.Seconds(), "<= 3", three <= 3*time.Second)
+		many := s.deleteTiming(ctx, 3, 997)
+		s.row("C=1000", "PV delete to PV gone, 997 of the nodes gone (s)", many.Seconds(), "<= 30", many <= 30*time.Second)
+		s.print()
+		return ctx
+	}).Feature()
+	testenv.Test(t, f)
+}
+
+// scale is one run of TestScaleAPI.
+type scale struct {
+	t          *testing.T
+	cs         kubernetes.Interface
+	kubeconfig string
+	dir        string
+	drivers    []*hostDriver
+	nodes      int
+	rows       []string
+	pvs        []string
+}
+
+// hostDriver is a driver process on this host acting as one node.
+type hostDriver struct {
+	node, dir string
+	cmd       *osexec.Cmd
+	conn      *grpc.ClientConn
+	csi       csi.NodeClient
+}
+
+const scaleNodePrefix = "per-node-scale-"
+
+func scaleNode(i int) string { return fmt.Sprintf("%s%05d", scaleNodePrefix, i) }
+
+func envInts(t *testing.T, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		assert.NilError(t, err, "%s=%q", name, v)
+		out = append(out, n)
+	}
+	return out
+}
+
+func (s *scale) row(part, what string, got any, goal string, met bool) {
+	verdict := "met"
+	if !met {
+		verdict = "NOT met"
+	}
+	if goal == "-" {
+		verdict = ""
+	}
+	line := fmt.Sprintf("bench-scale %-7s %-55s %10s  goal %-18s %s", part, what, format(got), goal, verdict)
+	s.t.Log(line)
+	s.rows = append(s.rows, line)
+}
+
+func format(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return fmt.Sprint(v)
+}
+
+func (s *scale) print() {
+	for _, l := range s.rows {
+		fmt.Println(l)
+	}
+}
+
+// parallel runs f for 0..n-1 on 32 goroutines.
+func parallel(n int, f func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					first = cmpOr(first, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// makeNodes creates Node objects until there are n of the bench's.
+func (s *scale) makeNodes(ctx context.Context, n int) {
+	from := s.nodes
+	err := parallel(max(n-from, 0), func(i int) error {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(from + i),
+			Labels: map[string]string{"per-node.liken.sh/bench": "scale"}}}
+		_, err := s.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	assert.NilError(s.t, err)
+	s.nodes = max(n, s.nodes)
+}
+
+// makeOtherPVs creates n PersistentVolumes of another CSI driver.
+func (s *scale) makeOtherPVs(ctx context.Context, n int) {
+	err := parallel(n, func(i int) error {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("per-node-scale-other-%05d", i),
+				Labels: map[string]string{"per-node.liken.sh/bench": "scale"}},
+			Spec: corev1.PersistentVolumeSpec{
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+					Driver: "ebs.csi.example.com", VolumeHandle: fmt.Sprintf("vol-%012d", i)}},
+			},
+		}
+		_, err := s.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	assert.NilError(s.t, err)
+}
+
+// ourPV creates a per-node PV named name (the guide's, with no claim).
+func (s *scale) ourPV(ctx context.Context, name string) {
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"per-node.liken.sh/bench": "scale"}},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "per-node",
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: harness.DriverName, VolumeHandle: name}},
+		},
+	}
+	_, err := s.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	assert.NilError(s.t, err)
+	s.pvs = append(s.pvs, name)
+}
+
+// startDriver starts the driver binary the harness built as node i, with
+// the driver's account impersonated for that node.
+func (s *scale) startDriver(ctx context.Context, i int) {
+	d := &hostDriver{node: scaleNode(i), dir: filepath.Join(s.dir, scaleNode(i))}
+	assert.NilError(s.t, os.MkdirAll(filepath.Join(d.dir, "kubelet", "pods"), 0o755))
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
+	assert.NilError(s.t, err)
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = "system:serviceaccount:per-node-system:per-node-node"
+		a.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:per-node-system", "system:authenticated"}
+		a.ImpersonateUserExtra = map[string][]string{"authentication.kubernetes.io/node-name": {d.node}}
+	}
+	kc := filepath.Join(d.dir, "kubeconfig")
+	assert.NilError(s.t, clientcmd.WriteToFile(*cfg, kc))
+	sock := filepath.Join(d.dir, "csi.sock")
+	d.cmd = osexec.Command(filepath.Join(hcfg.Repo, "bin", "per-node"),
+		"--node-id="+d.node, "--kubeconfig="+kc, "--root="+filepath.Join(d.dir, "root"),
+		"--endpoint=unix://"+sock, "--registration-dir=", "--health-address=",
+		"--kubelet-dir="+filepath.Join(d.dir, "kubelet"))
+	logf, err := os.Create(filepath.Join(d.dir, "driver.log"))
+	assert.NilError(s.t, err)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	assert.NilError(s.t, d.cmd.Start())
+	s.drivers = append(s.drivers, d)
+	poll.WaitOn(s.t, func(poll.LogT) poll.Result {
+		if _, err := os.Stat(sock); err != nil {
+			return poll.Continue("the driver of %s has no socket yet (log %s)", d.node, logf.Name())
+		}
+		return poll.Success()
+	}, poll.WithTimeout(time.Minute))
+	d.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	assert.NilError(s.t, err)
+	d.csi = csi.NewNodeClient(d.conn)
+}
+
+func (d *hostDriver) target(handle string) string {
+	return filepath.Join(d.dir, "kubelet", "pods", "0000-"+handle, "volumes", "kubernetes.io~csi", handle, "mount")
+}
+
+func (d *hostDriver) publish(ctx context.Context, handle string) error {
+	_, err := d.csi.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		VolumeId: handle, TargetPath: d.target(handle),
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		},
+		VolumeContext: map[string]string{
+			"csi.storage.k8s.io/pod.namespace": "bench", "csi.storage.k8s.io/pod.name": "holder-" + handle,
+		},
+	})
+	return err
+}
+
+func (d *hostDriver) unpublish(ctx context.Context, handle string) error {
+	_, err := d.csi.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: d.target(handle)})
+	return err
+}
+
+// settle waits until the host drivers have taken in the cluster's objects
+// and the node controller has tainted the new Nodes: 1 min, or
+// SCALE_SETTLE.
+func (s *scale) settle(ctx context.Context) {
+	wait := time.Minute
+	if v := os.Getenv("SCALE_SETTLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		assert.NilError(s.t, err)
+		wait = d
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait): // a measurement window, not a synchronisation
+	}
+}
+
+func (s *scale) largestRSS() int64 {
+	var most int64
+	for _, d := range s.drivers {
+		most = max(most, rss(s.t, d.cmd.Process.Pid))
+	}
+	return most
+}
+
+// rss is a process's resident set in bytes, from /proc.
+func rss(t *testing.T, pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	assert.NilError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			assert.NilError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for process %d", pid)
+	return 0
+}
+
+// admission times one record change by a node (its own record added) and
+// the same change by an administrator, on a PV that records n nodes.
+func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration) {
+	name := fmt.Sprintf("per-node-scale-records-%d", n)
+	s.ourPV(ctx, name)
+	records := make([]string, n)
+	for i := range n {
+		records[i] = "per-node.liken.sh/" + scaleNode(i)
+	}
+	s.patchFinalizers(ctx, s.cs, name, records)
+	as := s.asNode(scaleNode(n)) // a node that is not recorded yet
+	own := "per-node.liken.sh/" + scaleNode(n)
+	patch := fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, own)
+	start := time.Now()
+	_, err := as.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	node = time.Since(start)
+	assert.NilError(s.t, err, "the node's own record was refused")
+	patch = fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, own)
+	start = time.Now()
+	_, err = s.cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	admin = time.Since(start)
+	assert.NilError(s.t, err)
+	s.patchFinalizers(ctx, s.cs, name, nil)
+	assert.NilError(s.t, s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}))
+	return node, admin
+}
+
+func (s *scale) patchFinalizers(ctx context.Context, cs kubernetes.Interface, name string, fs []string) {
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fs}})
+	assert.NilError(s.t, err)
+	_, err = cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
+	assert.NilError(s.t, err)
+}
+
+// asNode is a client with the driver's account on node.
+func (s *scale) asNode(node string) kubernetes.Interface {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	assert.NilError(s.t, err)
+	cfg = unthrottled(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:per-node-system:per-node-node",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:per-node-system", "system:authenticated"},
+		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {node}},
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	assert.NilError(s.t, err)
+	return cs
+}
+
+// watchSent is what the API server counted of the watch events it sent.
+type watchSent struct{ events, bytes float64 }
+
+// watchEvents reads the API server's apiserver_watch_events_total and
+// apiserver_watch_events_sizes for a resource (the label is resource or
+// kind, by version).
+func (s *scale) watchEvents(ctx context.Context, resource, kind string) watchSent {
+	raw, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	assert.NilError(s.t, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	assert.NilError(s.t, err)
+	matches := func(ls []*dto.LabelPair) bool {
+		for _, l := range ls {
+			if (l.GetName() == "resource" && l.GetValue() == resource) || (l.GetName() == "kind" && l.GetValue() == kind) {
+				return true
+			}
+		}
+		return false
+	}
+	var w watchSent
+	for _, m := range fams["apiserver_watch_events_total"].GetMetric() {
+		if matches(m.GetLabel()) {
+			w.events += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range fams["apiserver_watch_events_sizes"].GetMetric() {
+		if matches(m.GetLabel()) {
+			w.bytes += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return w
+}
+
+// recordChangeEvents is the watch events of PersistentVolumes the API
+// server sends for one record change: node (one of the host drivers, ""
+// for an administrator before any driver runs) publishes a new PV, which
+// records it. The count is over a quiet window of 5 s around the change.
+func (s *scale) recordChangeEvents(ctx context.Context, node string) watchSent {
+	name := fmt.Sprintf("per-node-scale-event-%d", len(s.pvs))
+	s.ourPV(ctx, name)
+	s.settleBriefly(ctx)
+	before := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
+	if node == "" {
+		s.patchFinalizers(ctx, s.cs, name, []string{"per-node.liken.sh/" + scaleNode(0)})
+	} else {
+		d := s.driverOf(node)
+		assert.NilError(s.t, d.publish(ctx, name))
+		defer func() { assert.NilError(s.t, d.unpublish(ctx, name)) }()
+	}
+	s.settleBriefly(ctx)
+	after := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
+	return watchSent{after.events - before.events, after.bytes - before.bytes}
+}
+
+// nodeChangeEvents is the watch events of Nodes the API server sends for
+// one change of a Node no host driver runs on (a label, as kubelet or an
+// operator would change it).
+func (s *scale) nodeChangeEvents(ctx context.Context) watchSent {
+	other := scaleNode(s.nodes - 1)
+	if s.nodes == 0 {
+		s.makeNodes(ctx, 1)
+		other = scaleNode(0)
+	}
+	s.settleBriefly(ctx)
+	before := s.watchEvents(ctx, "nodes", "Node")
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{"per-node.liken.sh/bench-touch":%q}}}`, strconv.FormatInt(time.Now().UnixNano(), 10))
+	_, err := s.cs.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{})
+	assert.NilError(s.t, err)
+	s.settleBriefly(ctx)
+	after := s.watchEvents(ctx, "nodes", "Node")
+	return watchSent{after.events - before.events, after.bytes - before.bytes}
+}
+
+func (s *scale) settleBriefly(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second): // a measurement window
+	}
+}
+
+func (s *scale) driverOf(node string) *hostDriver {
+	i := slices.IndexFunc(s.drivers, func(d *hostDriver) bool { return d.node == node })
+	assert.Assert(s.t, i >= 0, "no host driver for %s", node)
+	return s.drivers[i]
+}
+
+// deleteTiming is the time from deleting a PV to its disappearance, with
+// a copy on live host drivers and the records of gone nodes (names of
+// Nodes that do not exist) written by an administrator.
+func (s *scale) deleteTiming(ctx context.Context, live, gone int) time.Duration {
+	assert.Assert(s.t, live <= len(s.drivers), "%d live copies need as many host drivers, have %d", live, len(s.drivers))
+	name := fmt.Sprintf("per-node-scale-delete-%d-%d", live, gone)
+	s.ourPV(ctx, name)
+	for _, d := range s.drivers[:live] {
+		assert.NilError(s.t, d.publish(ctx, name))
+		assert.NilError(s.t, d.unpublish(ctx, name))
+	}
+	if gone > 0 {
+		pv, err := s.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		assert.NilError(s.t, err)
+		fs := slices.Clone(pv.Finalizers)
+		for i := range gone {
+			fs = append(fs, fmt.Sprintf("per-node.liken.sh/per-node-scale-gone-%05d", i))
+		}
+		s.patchFinalizers(ctx, s.cs, name, fs)
+	}
+	start := time.Now()
+	assert.NilError(s.t, s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}))
+	var took time.Duration
+	poll.WaitOn(s.t, func(poll.LogT) poll.Result {
+		pv, err := s.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			took = time.Since(start)
+			return poll.Success()
+		}
+		if err != nil {
+			return poll.Continue("get PV %s: %v", name, err)
+		}
+		return poll.Continue("PV %s still records %d nodes", name, len(pv.Finalizers))
+	}, poll.WithTimeout(10*time.Minute), poll.WithDelay(200*time.Millisecond))
+	return took
+}
+
+// cleanup stops the host drivers (their mounts go with their directories)
+// and deletes what the bench made.
+func (s *scale) cleanup() {
+	ctx := context.Background()
+	for _, d := range s.drivers {
+		if d.conn != nil {
+			_ = d.conn.Close()
+		}
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+		_ = filepath.WalkDir(filepath.Join(d.dir, "kubelet"), func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() && filepath.Base(p) == "mount" {
+				_ = unix.Unmount(p, unix.MNT_DETACH)
+			}
+			return nil
+		})
+	}
+	sel := metav1.ListOptions{LabelSelector: "per-node.liken.sh/bench=scale"}
+	if pvs, err := s.cs.CoreV1().PersistentVolumes().List(ctx, sel); err == nil {
+		_ = parallel(len(pvs.Items), func(i int) error {
+			name := pvs.Items[i].Name
+			_, _ = s.cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			return s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{})
+		})
+	}
+	_ = s.cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+}
