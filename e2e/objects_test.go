@@ -84,10 +84,36 @@ func createPerNodeVolume(t *testing.T, r *resources.Resources, ns, pv, claimName
 	vol, claim := perNodeObjects(ns, pv, claimName)
 	assert.NilError(t, r.Create(ctx, vol))
 	t.Cleanup(func() {
+		podsGone(t, r, ns) // cleanups run last in, first out: the namespace is still there
 		_ = r.Delete(ctx, vol)
 		removeCopies(t, pv)
 	})
 	assert.NilError(t, r.Create(ctx, claim))
+}
+
+// podsGone deletes the pods of ns and waits until they are gone, so that
+// their copies are unmounted before anything removes them.
+func podsGone(t *testing.T, r *resources.Resources, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := r.WithNamespace(ns).List(ctx, &pods); err != nil {
+		t.Logf("listing the pods of %s: %v", ns, err)
+		return
+	}
+	for i := range pods.Items {
+		_ = r.Delete(ctx, &pods.Items[i])
+	}
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		var left corev1.PodList
+		if err := r.WithNamespace(ns).List(ctx, &left); err != nil {
+			return poll.Continue("listing the pods of %s: %v", ns, err)
+		}
+		if len(left.Items) > 0 {
+			return poll.Continue("%d pods of %s left, first %s (%s)", len(left.Items), ns, left.Items[0].Name, left.Items[0].Status.Phase)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(3*time.Minute), poll.WithDelay(time.Second))
 }
 
 // perNodeObjects are a per-node PV and the claim its claimRef names.
