@@ -197,7 +197,7 @@ func run(ctx context.Context, o options) error {
 	}
 	var reclaimStopped atomic.Bool
 	if !o.standalone && o.copyLabels {
-		labels := copylabels.New(c.meta, o.nodeID, srv)
+		labels := copylabels.New(c.meta, o.nodeID, srv, m)
 		srv.OnCopiesChanged(labels.Changed)
 		go func() {
 			if err := labels.Run(ctx); err != nil {

@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -57,10 +59,12 @@ import (
 //   - the admission of one record change by a node when the PV already
 //     records N nodes, beside the same change by an administrator, which
 //     no policy checks (goal: at most 0.3 s);
-//   - the watch events and bytes the API server sends to the host
-//     drivers for one record change of a PV one of them holds, and for one
-//     change of a Node none of them runs on (goal: only the holder hears of
-//     the first, and no driver of the second);
+//   - for one record change of a PV one host driver holds, the PVs the
+//     other host drivers' watches deliver (goal: none), and for one change
+//     of a Node none of them runs on, the Nodes their watches deliver (goal:
+//     none), counted by each driver (per_node_api_objects_received_total);
+//     beside them, the watch events and bytes the API server counted for
+//     every watcher;
 //
 // and, once: the time from deleting a PV to its disappearance with 3
 // copies, and with 3 copies and the records of 997 nodes that are gone.
@@ -76,24 +80,25 @@ func TestScaleAPI(t *testing.T) {
 
 		t.Cleanup(s.cleanup)
 		s.makeNodes(ctx, drivers) // the host drivers' own Nodes
-		baseRecord := s.recordChangeEvents(ctx, "")
-		baseNode := s.nodeChangeEvents(ctx)
 		s.makeOtherPVs(ctx, others)
 		for i := range drivers {
 			s.startDriver(ctx, i)
 		}
 		for _, n := range sizes {
+			part := fmt.Sprintf("N=%d", n)
 			s.makeNodes(ctx, n)
 			s.settle(ctx)
-			s.row(fmt.Sprintf("N=%d", n), "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
+			s.row(part, "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
 			drv, adm := s.admission(ctx, n)
-			s.row(fmt.Sprintf("N=%d", n), "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
-			s.row(fmt.Sprintf("N=%d", n), "the same change, administrator (s)", adm.Seconds(), "-", true)
-			ev := s.recordChangeEvents(ctx, s.drivers[0].node)
-			s.row(fmt.Sprintf("N=%d", n), "watch events to host drivers per record change", ev.events-baseRecord.events, "<= 1 (the holder)", ev.events-baseRecord.events <= 1)
-			s.row(fmt.Sprintf("N=%d", n), "watch bytes to host drivers per record change (KiB)", (ev.bytes-baseRecord.bytes)/1024, "-", true)
-			nev := s.nodeChangeEvents(ctx)
-			s.row(fmt.Sprintf("N=%d", n), "watch events to host drivers per other Node's change", nev.events-baseNode.events, "0", nev.events-baseNode.events <= 0)
+			s.row(part, "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
+			s.row(part, "the same change, administrator (s)", adm.Seconds(), "-", true)
+			sent, others := s.recordChange(ctx)
+			s.row(part, "PVs sent to the other host drivers per record change", others, "0", others == 0)
+			s.row(part, "API server: PV watch events per record change, all watchers", sent.events, "-", true)
+			s.row(part, "API server: PV watch bytes per record change (KiB)", sent.bytes/1024, "-", true)
+			sent, got := s.nodeChange(ctx)
+			s.row(part, "Nodes sent to the host drivers per other Node's change", got, "0", got == 0)
+			s.row(part, "API server: Node watch events per Node change, all watchers", sent.events, "-", true)
 		}
 		three := s.deleteTiming(ctx, 3, 0)
 		s.row("C=3", "PV delete to PV gone (s)", three.Seconds(), "<= 3", three <= 3*time.Second)
@@ -123,6 +128,7 @@ type scale struct {
 // hostDriver is a driver process on this host acting as one node.
 type hostDriver struct {
 	node, dir string
+	health    string // the address of its /metrics
 	cmd       *osexec.Cmd
 	conn      *grpc.ClientConn
 	csi       csi.NodeClient
@@ -269,7 +275,7 @@ func (s *scale) ourPV(ctx context.Context, name string) {
 // startDriver starts the driver binary the harness built as node i, with
 // the driver's account impersonated for that node.
 func (s *scale) startDriver(ctx context.Context, i int) {
-	d := &hostDriver{node: scaleNode(i), dir: filepath.Join(s.dir, scaleNode(i))}
+	d := &hostDriver{node: scaleNode(i), dir: filepath.Join(s.dir, scaleNode(i)), health: freeLocalAddr(s.t)}
 	assert.NilError(s.t, os.MkdirAll(filepath.Join(d.dir, "kubelet", "pods"), 0o755))
 	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
 	assert.NilError(s.t, err)
@@ -283,7 +289,7 @@ func (s *scale) startDriver(ctx context.Context, i int) {
 	sock := filepath.Join(d.dir, "csi.sock")
 	d.cmd = osexec.Command(filepath.Join(hcfg.Repo, "bin", "per-node"),
 		"--node-id="+d.node, "--kubeconfig="+kc, "--root="+filepath.Join(d.dir, "root"),
-		"--endpoint=unix://"+sock, "--registration-dir=", "--health-address=",
+		"--endpoint=unix://"+sock, "--registration-dir=", "--health-address="+d.health,
 		"--kubelet-dir="+filepath.Join(d.dir, "kubelet"))
 	logf, err := os.Create(filepath.Join(d.dir, "driver.log"))
 	assert.NilError(s.t, err)
@@ -448,44 +454,67 @@ func (s *scale) watchEvents(ctx context.Context, resource, kind string) watchSen
 	return w
 }
 
-// recordChangeEvents is the watch events of PersistentVolumes the API
-// server sends for one record change: node (one of the host drivers, ""
-// for an administrator before any driver runs) publishes a new PV, which
-// records it. The count is over a quiet window of 5 s around the change.
-func (s *scale) recordChangeEvents(ctx context.Context, node string) watchSent {
+// recordChange is what one record change sends: node 0's driver
+// publishes a new PV, which records it. It returns the PV watch events and
+// bytes the API server counted over a window of 5 s around it, for every
+// watcher, and the PVs the other host drivers' watches delivered meanwhile
+// (per_node_api_objects_received_total), which none of them needs.
+func (s *scale) recordChange(ctx context.Context) (watchSent, float64) {
 	name := fmt.Sprintf("per-node-scale-event-%d", len(s.pvs))
 	s.ourPV(ctx, name)
 	s.settleBriefly(ctx)
-	before := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
-	if node == "" {
-		s.patchFinalizers(ctx, s.cs, name, []string{"per-node.liken.sh/" + scaleNode(0)})
-	} else {
-		d := s.driverOf(node)
-		assert.NilError(s.t, d.publish(ctx, name))
-		defer func() { assert.NilError(s.t, d.unpublish(ctx, name)) }()
-	}
+	holder, others := s.drivers[0], s.drivers[1:]
+	before, got := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume"), s.received(others, "persistentvolumes")
+	assert.NilError(s.t, holder.publish(ctx, name))
 	s.settleBriefly(ctx)
-	after := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
-	return watchSent{after.events - before.events, after.bytes - before.bytes}
+	after, gotAfter := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume"), s.received(others, "persistentvolumes")
+	assert.NilError(s.t, holder.unpublish(ctx, name))
+	return watchSent{after.events - before.events, after.bytes - before.bytes}, gotAfter - got
 }
 
-// nodeChangeEvents is the watch events of Nodes the API server sends for
-// one change of a Node no host driver runs on (a label, as kubelet or an
-// operator would change it).
-func (s *scale) nodeChangeEvents(ctx context.Context) watchSent {
+// nodeChange is what one change of a Node no host driver runs on sends (a
+// label, as an operator or kubelet would change it): the Node watch events
+// the API server counted, for every watcher, and the Nodes the host
+// drivers' watches delivered.
+func (s *scale) nodeChange(ctx context.Context) (watchSent, float64) {
 	other := scaleNode(s.nodes - 1)
-	if s.nodes == 0 {
-		s.makeNodes(ctx, 1)
-		other = scaleNode(0)
-	}
 	s.settleBriefly(ctx)
-	before := s.watchEvents(ctx, "nodes", "Node")
+	before, got := s.watchEvents(ctx, "nodes", "Node"), s.received(s.drivers, "nodes")
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{"per-node.liken.sh/bench-touch":%q}}}`, strconv.FormatInt(time.Now().UnixNano(), 10))
 	_, err := s.cs.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{})
 	assert.NilError(s.t, err)
 	s.settleBriefly(ctx)
-	after := s.watchEvents(ctx, "nodes", "Node")
-	return watchSent{after.events - before.events, after.bytes - before.bytes}
+	after, gotAfter := s.watchEvents(ctx, "nodes", "Node"), s.received(s.drivers, "nodes")
+	return watchSent{after.events - before.events, after.bytes - before.bytes}, gotAfter - got
+}
+
+// received sums per_node_api_objects_received_total{resource} of drivers.
+func (s *scale) received(drivers []*hostDriver, resource string) float64 {
+	total := 0.0
+	for _, d := range drivers {
+		resp, err := http.Get("http://" + d.health + "/metrics")
+		assert.NilError(s.t, err)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		_ = resp.Body.Close()
+		assert.NilError(s.t, err)
+		for _, m := range fams["per_node_api_objects_received_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && l.GetValue() == resource {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// freeLocalAddr is a loopback address with a port free a moment ago.
+func freeLocalAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	assert.NilError(t, err)
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func (s *scale) settleBriefly(ctx context.Context) {
@@ -493,12 +522,6 @@ func (s *scale) settleBriefly(ctx context.Context) {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second): // a measurement window
 	}
-}
-
-func (s *scale) driverOf(node string) *hostDriver {
-	i := slices.IndexFunc(s.drivers, func(d *hostDriver) bool { return d.node == node })
-	assert.Assert(s.t, i >= 0, "no host driver for %s", node)
-	return s.drivers[i]
 }
 
 // deleteTiming is the time from deleting a PV to its disappearance, with

@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"liken.sh/per-node/driver/internal/kube"
+	"liken.sh/per-node/driver/internal/metrics"
 	"liken.sh/per-node/driver/internal/namepart"
 )
 
@@ -61,12 +62,14 @@ type Labeller struct {
 	copies Copies
 	queue  workqueue.TypedRateLimitingInterface[string]
 	lister cache.GenericLister
+	// metrics counts what the Node watch delivers (nil: nothing).
+	metrics *metrics.Metrics
 }
 
 // New returns the labeller of node; meta reads and patches Nodes as
-// metadata.
-func New(meta metadata.Interface, node string, copies Copies) *Labeller {
-	return &Labeller{meta: meta, node: node, copies: copies,
+// metadata; m (may be nil) counts what its watch delivers.
+func New(meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Labeller {
+	return &Labeller{meta: meta, node: node, copies: copies, metrics: m,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "copy-labels"})}
@@ -93,6 +96,9 @@ func (l *Labeller) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.node).String()
 	})
 	l.lister = cache.NewGenericLister(informer.GetIndexer(), nodes.GroupResource())
+	if _, err := informer.AddEventHandler(l.metrics.Receiving("nodes")); err != nil {
+		return err
+	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { l.nodeChanged() },
 		UpdateFunc: func(any, any) { l.nodeChanged() },

@@ -148,7 +148,7 @@ func TestTheLabelsFollowTheCopiesOnDisk(t *testing.T) {
 		nodeMeta("w1", map[string]string{"team": "x", Key("gone"): ""}),
 		nodeMeta("w2", map[string]string{Key("other"): ""}))
 	disk := &fakeCopies{handles: []string{"store", longPV}}
-	l := New(meta, "w1", disk)
+	l := New(meta, "w1", disk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- l.Run(ctx) }()
@@ -185,7 +185,7 @@ func TestABurstOfCopiesIsLabelledInFewPatches(t *testing.T) {
 	assert.NilError(t, metav1.AddMetaToScheme(scheme))
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeMeta("w1", nil))
 	disk := &fakeCopies{}
-	l := New(meta, "w1", disk)
+	l := New(meta, "w1", disk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- l.Run(ctx) }()

@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -63,6 +65,7 @@ type Metrics struct {
 	api          *prometheus.CounterVec
 	apiLatency   *prometheus.HistogramVec
 	apiWait      *prometheus.HistogramVec
+	received     *prometheus.CounterVec
 }
 
 // New returns the driver's metrics, with the Go runtime's and the process's
@@ -105,8 +108,12 @@ func New() *Metrics {
 			Help:    "Time a request waited in this driver's own client-side rate limit before it was sent, by verb.",
 			Buckets: apiBuckets,
 		}, []string{"verb"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "api_objects_received_total",
+			Help: "Objects this driver's watches delivered (each object of a list, and each change), by resource: what the cluster sends this node, whatever it holds.",
+		}, []string{"resource"}),
 	}
-	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.unmeasured, m.api, m.apiLatency, m.apiWait,
+	m.registry.MustRegister(m.rpcs, m.refusals, m.removals, m.removedBytes, m.unmeasured, m.api, m.apiLatency, m.apiWait, m.received,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -180,6 +187,30 @@ func (m *Metrics) Abandoned(reason string) {
 func (m *Metrics) Freed(bytes int64) {
 	if m != nil && bytes > 0 {
 		m.removedBytes.Add(float64(bytes))
+	}
+}
+
+// Receiving returns an informer's event handler that counts, under
+// resource, every object the informer's list and watch deliver. A resync
+// (the informer handing its cache over again) is not counted: it costs the
+// API server nothing.
+func (m *Metrics) Receiving(resource string) cache.ResourceEventHandler {
+	count := func() {
+		if m != nil {
+			m.received.WithLabelValues(resource).Inc()
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { count() },
+		UpdateFunc: func(old, new any) {
+			o, err1 := meta.Accessor(old)
+			n, err2 := meta.Accessor(new)
+			if err1 == nil && err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			count()
+		},
+		DeleteFunc: func(any) { count() },
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gotest.tools/v3/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -135,4 +136,24 @@ func TestOperatingDocListsEveryMetric(t *testing.T) {
 		}
 		assert.Check(t, strings.Contains(string(doc), "`"+name+"`"), "docs/operating.md does not list the metric %s", name)
 	}
+}
+
+// What the watches deliver is counted by resource: each listed object and
+// each change, but not an informer's resync of what it already holds.
+func TestReceivingCountsWhatTheWatchesDeliver(t *testing.T) {
+	m := New()
+	pvs, nodes := m.Receiving("persistentvolumes"), m.Receiving("nodes")
+	at := func(rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: rv}}
+	}
+	pvs.OnAdd(at("1"), true)
+	pvs.OnUpdate(at("1"), at("2"))
+	pvs.OnUpdate(at("2"), at("2")) // a resync
+	pvs.OnDelete(at("2"))
+	nodes.OnAdd(at("7"), false)
+	assert.Equal(t, testutil.ToFloat64(m.received.WithLabelValues("persistentvolumes")), 3.0)
+	assert.Equal(t, testutil.ToFloat64(m.received.WithLabelValues("nodes")), 1.0)
+
+	var none *Metrics
+	none.Receiving("nodes").OnAdd(at("1"), false) // a nil Metrics counts nothing, and does not panic
 }

@@ -106,6 +106,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.pvs = listersv1.NewPersistentVolumeLister(pvInformer.GetIndexer())
+	if _, err := pvInformer.AddEventHandler(c.metrics.Receiving("persistentvolumes")); err != nil {
+		return err
+	}
 	onPV := func(obj any) {
 		if pv, ok := obj.(*corev1.PersistentVolume); ok && ours(pv) {
 			c.queue.Add(pv.Name)
@@ -126,6 +129,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.nodes = cache.NewGenericLister(nodeInformer.GetIndexer(), nodesResource.GroupResource())
+	if _, err := nodeInformer.AddEventHandler(c.metrics.Receiving("nodes")); err != nil {
+		return err
+	}
 	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onNode(objectName(obj)) },
 		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
