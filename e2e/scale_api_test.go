@@ -87,15 +87,17 @@ func TestScaleAPI(t *testing.T) {
 		for _, n := range sizes {
 			part := fmt.Sprintf("N=%d", n)
 			s.makeNodes(ctx, n)
-			s.settle(ctx)
+			s.quiet(ctx)
 			s.row(part, "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
 			drv, adm := s.admission(ctx, n)
 			s.row(part, "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
 			s.row(part, "the same change, administrator (s)", adm.Seconds(), "-", true)
+			s.quiet(ctx)
 			sent, others := s.recordChange(ctx)
 			s.row(part, "PVs sent to the other host drivers per record change", others, "0", others == 0)
 			s.row(part, "API server: PV watch events per record change, all watchers", sent.events, "-", true)
 			s.row(part, "API server: PV watch bytes per record change (KiB)", sent.bytes/1024, "-", true)
+			s.quiet(ctx)
 			sent, got := s.nodeChange(ctx)
 			s.row(part, "Nodes sent to the host drivers per other Node's change", got, "0", got == 0)
 			s.row(part, "API server: Node watch events per Node change, all watchers", sent.events, "-", true)
@@ -330,20 +332,36 @@ func (d *hostDriver) unpublish(ctx context.Context, handle string) error {
 	return err
 }
 
-// settle waits until the host drivers have taken in the cluster's objects
-// and the node controller has tainted the new Nodes: 1 min, or
-// SCALE_SETTLE.
-func (s *scale) settle(ctx context.Context) {
-	wait := time.Minute
-	if v := os.Getenv("SCALE_SETTLE"); v != "" {
+// quiet waits until the host drivers' watches have delivered nothing for
+// 10 s: the cluster has taken in what the bench made (the PV controller
+// marks every new PV Available, the node controller taints every new Node
+// it never heard from, each reaching every driver). It gives up after
+// SCALE_QUIET (default 15 min) and says so: a cluster that never quiets
+// down is a figure too.
+func (s *scale) quiet(ctx context.Context) {
+	limit := 15 * time.Minute
+	if v := os.Getenv("SCALE_QUIET"); v != "" {
 		d, err := time.ParseDuration(v)
 		assert.NilError(s.t, err)
-		wait = d
+		limit = d
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(wait): // a measurement window, not a synchronisation
+	start := time.Now()
+	last := s.received(s.drivers, "persistentvolumes") + s.received(s.drivers, "nodes")
+	for time.Since(start) < limit {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second): // the quiet window
+		}
+		now := s.received(s.drivers, "persistentvolumes") + s.received(s.drivers, "nodes")
+		if now == last {
+			s.t.Logf("quiet after %s", time.Since(start).Round(time.Second))
+			return
+		}
+		s.t.Logf("the host drivers received %.0f objects in 10 s; waiting for quiet", now-last)
+		last = now
 	}
+	s.t.Logf("never quiet in %s: the figures below include what the cluster was still sending", limit)
 }
 
 func (s *scale) largestRSS() int64 {
@@ -462,7 +480,7 @@ func (s *scale) watchEvents(ctx context.Context, resource, kind string) watchSen
 func (s *scale) recordChange(ctx context.Context) (watchSent, float64) {
 	name := fmt.Sprintf("per-node-scale-event-%d", len(s.pvs))
 	s.ourPV(ctx, name)
-	s.settleBriefly(ctx)
+	s.quiet(ctx)
 	holder, others := s.drivers[0], s.drivers[1:]
 	before, got := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume"), s.received(others, "persistentvolumes")
 	assert.NilError(s.t, holder.publish(ctx, name))
@@ -478,7 +496,6 @@ func (s *scale) recordChange(ctx context.Context) (watchSent, float64) {
 // drivers' watches delivered.
 func (s *scale) nodeChange(ctx context.Context) (watchSent, float64) {
 	other := scaleNode(s.nodes - 1)
-	s.settleBriefly(ctx)
 	before, got := s.watchEvents(ctx, "nodes", "Node"), s.received(s.drivers, "nodes")
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{"per-node.liken.sh/bench-touch":%q}}}`, strconv.FormatInt(time.Now().UnixNano(), 10))
 	_, err := s.cs.CoreV1().Nodes().Patch(ctx, other, types.MergePatchType, patch, metav1.PatchOptions{})
