@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -124,7 +125,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	nodeInformer := kube.MetadataInformer(c.meta, nodesResource, resync, nil)
+	// This node's own Node only: whether it is registered decides
+	// re-recording. Other Nodes are asked about, only when a PV being
+	// deleted records them (forgetGoneNodes): a watch of every Node would
+	// send every kubelet's status report to every driver, N² at rest.
+	nodeInformer := kube.MetadataInformer(c.meta, nodesResource, resync, func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + c.node
+	})
 	if err := nodeInformer.SetTransform(lean); err != nil {
 		return err
 	}
@@ -228,22 +235,20 @@ func ours(pv *corev1.PersistentVolume) bool {
 	return pv.Spec.CSI != nil && pv.Spec.CSI.Driver == DriverName
 }
 
-// onNode queues the PVs a Node's arrival or departure concerns: for this
-// node, every PV (its records may need restoring); for another, the PVs
-// that record it.
+// onNode queues, when this node's Node arrives or goes, every per-node PV
+// (its records may need restoring) and every copy on disk. The informer
+// watches only this node's Node; anything else is ignored.
 func (c *Controller) onNode(node string) {
-	if node == "" {
+	if node != c.node {
 		return
 	}
 	pvs, _ := c.pvs.List(labels.Everything())
 	for _, pv := range pvs {
-		if ours(pv) && (node == c.node || slices.Contains(Recorded(pv), node)) {
+		if ours(pv) {
 			c.queue.Add(pv.Name)
 		}
 	}
-	if node == c.node {
-		_ = c.queueLocal()
-	}
+	_ = c.queueLocal()
 }
 
 // queueLocal queues every copy on this node's disk, whatever its PV.
@@ -412,47 +417,107 @@ func (c *Controller) removeCopy(name, uid, kind, reason string) error {
 }
 
 // forgetGoneNodes drops, from a PV being deleted, the records of nodes whose
-// Node object is gone: the cache says missing, and a fresh read confirms it
-// (never on an error). On a live PV a gone node's record is harmless, and
-// a Node that is deleted and registers again keeps its records; the
-// admission policy lets a node drop another node's record only then.
+// Node object is gone, in one PATCH: the API server's own NotFound for
+// each (never an error, never a guess). On a live PV a gone node's record
+// is harmless, and a Node that is deleted and registers again keeps its
+// records; the admission policy lets a node drop another node's record
+// only then.
 //
-// That is the work of the live nodes that hold a record themselves (one of
-// them is there until the end: a node's own record goes only after its
-// copy); a node without one asks nothing, so a scale-down of many nodes
-// costs a GET and a PATCH per gone node per PV from those few drivers, not
-// from every driver of the cluster. With no live node recorded, every
-// driver does it, so the PV is never stuck.
+// One driver does it: the first live node in the PV's records (a live
+// node's own record goes only after its copy, so one is there until the
+// end). The others that hold a record ask about the nodes recorded before
+// their own and stop at the first live one; a node that holds none waits
+// orphanedAfter (and a share of it of its own, so that not every driver
+// of the cluster asks at once), and then acts only if no recorded node is
+// live, so the PV is never stuck.
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
 	recorded := Recorded(pv)
-	if !slices.Contains(recorded, c.node) && slices.ContainsFunc(recorded, c.known) {
-		return nil // a live node that holds a record does it
+	self := slices.Index(recorded, c.node)
+	if len(recorded) == 0 || (self == 0 && len(recorded) == 1) {
+		return nil
 	}
-	for _, node := range recorded {
-		if node == c.node {
-			continue
+	if self < 0 {
+		if wait := orphanedAfter + spread(c.node) - time.Since(pv.DeletionTimestamp.Time); wait > 0 {
+			c.queue.AddAfter(pv.Name, wait)
+			return nil
 		}
-		if c.known(node) {
-			continue
-		}
-		gctx, cancel := context.WithTimeout(ctx, APITimeout)
-		_, err := c.meta.Resource(nodesResource).Get(gctx, node, metav1.GetOptions{})
-		cancel()
-		if !apiSaysGone(err, "nodes", node) {
-			continue
-		}
-		if err := Forget(ctx, c.client, pv.Name, string(pv.UID), node); err != nil {
-			return err
-		}
-		klog.InfoS("Dropped the record of a node that is gone", "volume_id", pv.Name, "node", node)
+	}
+	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	live, err := c.liveNodes(ctx, others)
+	if err != nil {
+		return err
+	}
+	before := recorded
+	if self >= 0 {
+		before = recorded[:self]
+	}
+	if slices.ContainsFunc(before, func(n string) bool { return live[n] }) {
+		return nil // a live node recorded before this one does it
+	}
+	gone := slices.DeleteFunc(others, func(n string) bool { return live[n] })
+	if err := Forget(ctx, c.client, pv.Name, string(pv.UID), gone...); err != nil {
+		return err
+	}
+	if len(gone) > 0 {
+		klog.InfoS("Dropped the records of nodes that are gone", "volume_id", pv.Name, "nodes", len(gone), "first", gone[0])
 	}
 	return nil
 }
 
-// known says whether the Node cache has node.
-func (c *Controller) known(node string) bool {
-	_, err := c.nodes.Get(node)
-	return err == nil
+// orphanedAfter is how long a PV has been being deleted before a node that
+// holds no record of it drops the records of gone nodes that no live node
+// recorded on it can drop.
+const orphanedAfter = 2 * time.Minute
+
+// spread is this node's own share of orphanedAfter, the same at every start.
+func spread(node string) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node))
+	return time.Duration(h.Sum32()) % orphanedAfter
+}
+
+// askEach is how many nodes are asked about one GET each; more are read by
+// one paged list of every Node's metadata.
+const askEach = 8
+
+// listPage is how many Nodes a page of that list holds.
+const listPage = 500
+
+// liveNodes says which of nodes exist. A node is gone only on the API
+// server's own NotFound for it, or when a complete list of Nodes lacks it;
+// a GET that fails otherwise counts the node as live.
+func (c *Controller) liveNodes(ctx context.Context, nodes []string) (map[string]bool, error) {
+	live := make(map[string]bool, len(nodes))
+	if len(nodes) <= askEach {
+		for _, n := range nodes {
+			gctx, cancel := context.WithTimeout(ctx, APITimeout)
+			_, err := c.meta.Resource(nodesResource).Get(gctx, n, metav1.GetOptions{})
+			cancel()
+			live[n] = !apiSaysGone(err, "nodes", n)
+		}
+		return live, nil
+	}
+	want := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		want[n] = true
+	}
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		lctx, cancel := context.WithTimeout(ctx, APITimeout)
+		page, err := c.meta.Resource(nodesResource).List(lctx, opts)
+		cancel()
+		if err != nil {
+			return nil, apiError(err, "list Nodes to find which of the %d recorded are gone", len(nodes))
+		}
+		for _, n := range page.Items {
+			if want[n.Name] {
+				live[n.Name] = true
+			}
+		}
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			return live, nil
+		}
+	}
 }
 
 // getPVFresh is getPV with its own timeout.

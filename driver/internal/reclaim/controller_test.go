@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,8 +102,9 @@ func nodeMeta(name string) *metav1.PartialObjectMetadata {
 	}
 }
 
-// testController is a controller of node `me` over a fake API server whose
-// caches hold pvs and the Nodes named in nodes.
+// testController is a controller of node self over a fake API server that
+// holds pvs and the Nodes named in nodes; its Node cache holds self's Node
+// if it is among them (the informer watches only that one).
 type testController struct {
 	*Controller
 	client *fake.Clientset
@@ -123,7 +125,9 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 	nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, n := range nodes {
 		nodeObjs = append(nodeObjs, nodeMeta(n))
-		assert.NilError(t, nodeIndex.Add(nodeMeta(n)))
+		if n == self {
+			assert.NilError(t, nodeIndex.Add(nodeMeta(n)))
+		}
 	}
 	c := fake.NewClientset(objs...)
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
@@ -186,7 +190,8 @@ func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
 }
 
 // Records of nodes that are gone are dropped, whatever the length of their
-// names; records of nodes that exist (this one included) never are.
+// names, in one PATCH; records of nodes that exist (this one included)
+// never are.
 func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 	for _, self := range []string{me, name63, name64, name253} {
 		t.Run("self "+self[:8], func(t *testing.T) {
@@ -195,9 +200,12 @@ func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 			if !slices.Contains(alive, self) {
 				alive = append(alive, self)
 			}
-			records := []string{"gone", name63, name64, name253}
-			if !slices.Contains(records, self) {
-				records = append(records, self)
+			// Self first: the first live node in the records drops them.
+			records := []string{self}
+			for _, n := range []string{"gone", name63, name64, name253} {
+				if n != self {
+					records = append(records, n)
+				}
 			}
 			p := deleting(recorded(pv("v", "u", pvProtection), records...)) // the claim is still bound
 			ctl := newController(t, self, &fakeCopies{uids: map[string]string{}}, alive, p)
@@ -217,12 +225,23 @@ func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 	}
 }
 
-func TestANodeMissingFromTheCacheIsOnlyDroppedOnAFreshNotFound(t *testing.T) {
-	// Not in the cache, and the fresh read fails: kept.
-	p := deleting(recorded(pv("w", "u", pvProtection), "maybe"))
+// A gone node's record is dropped only on the API server's own NotFound for
+// that Node: a read that fails, or that finds the Node, keeps it.
+func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
+	long := 2 * orphanedAfter // this node holds no record: it waits that long
+	// The read fails: kept.
+	p := deletingSince(recorded(pv("w", "u", pvProtection), "maybe"), long)
 	ctl := newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, p)
 	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("maybe")})
+
+	// A NotFound about another Node: kept.
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deletingSince(recorded(pv("w", "u", pvProtection), "maybe"), long))
+	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(nodesResource.GroupResource(), "another")
 	})
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
 	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("maybe")})
@@ -232,14 +251,15 @@ func TestANodeMissingFromTheCacheIsOnlyDroppedOnAFreshNotFound(t *testing.T) {
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
 	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("away")})
 
-	// Not in the cache (it lags), but a fresh read finds it: kept.
-	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deleting(recorded(pv("w", "u", pvProtection), "new")))
-	_, err := ctl.meta.Resource(nodesResource).(interface {
-		CreateFake(*metav1.PartialObjectMetadata, metav1.CreateOptions, ...string) (*metav1.PartialObjectMetadata, error)
-	}).CreateFake(nodeMeta("new"), metav1.CreateOptions{})
-	assert.NilError(t, err)
+	// The read finds it: kept.
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me, "new"}, deletingSince(recorded(pv("w", "u", pvProtection), "new"), long))
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
 	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("new")})
+
+	// The API server's own NotFound for it: dropped.
+	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deletingSince(recorded(pv("w", "u", pvProtection), "gone"), long))
+	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection})
 }
 
 // A copy whose live PV does not list this node is the same volume's copy:
@@ -497,33 +517,47 @@ func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
 	}
 }
 
-// Every node's driver sees every PV being deleted. Dropping the records of
-// gone nodes is the work of the live nodes that hold a record themselves
-// (their own record goes only after their copy does, so one of them is
-// there until the end); the others ask nothing. When no live node holds a
-// record, every driver does it, so the PV is never stuck.
-func TestOnlyLiveRecordedNodesDropTheRecordsOfGoneNodes(t *testing.T) {
+// Every node's driver sees every PV being deleted. The records of gone nodes
+// are dropped by one driver, in one PATCH: the first live node in the PV's
+// records (a live node's own record goes only after its copy, so one is
+// there until the end). A node recorded later asks only about those before
+// it; a node with no record waits orphanedAfter and then acts only if no
+// recorded node is live, so the PV is never stuck.
+func TestOneLiveRecordedNodeDropsTheRecordsOfGoneNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name, self string
 		records    []string
-		wantAsked  bool
+		since      time.Duration // how long the PV has been being deleted
+		wantAsked  []string      // the Nodes asked about, one GET each
 		wantLeft   []string
 	}{
-		{"a_node_without_a_record_leaves_it_to_those_with_one", "a", []string{"b", "gone"}, false, []string{"b", "gone"}},
-		{"a_node_with_a_record_drops_the_gone_ones", "b", []string{"b", "gone"}, true, []string{"b"}},
-		{"with_no_live_node_recorded_every_node_does_it", "a", []string{"gone", "gone2"}, true, []string{}},
+		{name: "the_first_live_holder_drops_every_gone_record", self: "a",
+			records: []string{"a", "gone", "b", "gone2"}, wantAsked: []string{"gone", "b", "gone2"}, wantLeft: []string{"a", "b"}},
+		{name: "a_holder_after_a_live_one_leaves_it_to_that_one", self: "b",
+			records: []string{"a", "gone", "b", "gone2"}, wantAsked: []string{"a", "gone", "gone2"}, wantLeft: []string{"a", "b", "gone", "gone2"}},
+		{name: "a_holder_after_only_gone_ones_drops_them", self: "b",
+			records: []string{"gone", "b", "gone2"}, wantAsked: []string{"gone", "gone2"}, wantLeft: []string{"b"}},
+		{name: "the_only_record_asks_nothing", self: "a",
+			records: []string{"a"}, wantLeft: []string{"a"}},
+		{name: "a_node_without_a_record_waits", self: "c",
+			records: []string{"gone", "gone2"}, wantLeft: []string{"gone", "gone2"}},
+		{name: "after_waiting_it_leaves_them_to_a_live_holder", self: "c", since: 2 * orphanedAfter,
+			records: []string{"b", "gone"}, wantAsked: []string{"b", "gone"}, wantLeft: []string{"b", "gone"}},
+		{name: "after_waiting_with_no_live_holder_it_drops_them", self: "c", since: 2 * orphanedAfter,
+			records: []string{"gone", "gone2"}, wantAsked: []string{"gone", "gone2"}, wantLeft: []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := deleting(recorded(pv("v", "u", pvProtection), tc.records...))
-			ctl := newController(t, tc.self, &fakeCopies{uids: map[string]string{}}, []string{"a", "b"}, p)
+			p := deletingSince(recorded(pv("v", "u", pvProtection), tc.records...), tc.since)
+			ctl := newController(t, tc.self, &fakeCopies{uids: map[string]string{}}, []string{"a", "b", "c"}, p)
 			assert.NilError(t, ctl.sync(context.Background(), "v"))
-			asked := 0
+			asked := []string{}
 			for _, a := range ctl.meta.Actions() {
-				if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
-					asked++
+				if g, ok := a.(clienttesting.GetAction); ok && a.GetResource().Resource == "nodes" {
+					asked = append(asked, g.GetName())
 				}
 			}
-			assert.Equal(t, asked > 0, tc.wantAsked, "node %s asked the API server about %d nodes", tc.self, asked)
+			slices.Sort(asked)
+			assert.DeepEqual(t, asked, append([]string{}, slices.Sorted(slices.Values(tc.wantAsked))...))
 			got := getPVT(t, ctl.client, "v")
 			left := []string{}
 			for _, n := range []string{"a", "b", "gone", "gone2"} {
@@ -532,8 +566,89 @@ func TestOnlyLiveRecordedNodesDropTheRecordsOfGoneNodes(t *testing.T) {
 				}
 			}
 			assert.DeepEqual(t, left, tc.wantLeft)
+			patches := 0
+			for _, a := range ctl.client.Actions() {
+				if a.GetVerb() == "patch" {
+					patches++
+				}
+			}
+			assert.Assert(t, patches <= 1, "%d PATCHes of the PV, want one at most: %v", patches, ctl.client.Actions())
 		})
 	}
+}
+
+// More recorded nodes than askEach are read by one paged list of Nodes,
+// not a GET each; a node the complete list lacks is gone.
+func TestManyRecordedNodesAreReadByAList(t *testing.T) {
+	records := []string{"a"}
+	for i := range 2 * askEach {
+		records = append(records, fmt.Sprintf("gone-%02d", i))
+	}
+	records = append(records, "b")
+	ctl := newController(t, "a", &fakeCopies{uids: map[string]string{}}, []string{"a", "b"}, deleting(recorded(pv("v", "u", pvProtection), records...)))
+	assert.NilError(t, ctl.sync(context.Background(), "v"))
+	var gets, lists int
+	for _, a := range ctl.meta.Actions() {
+		switch a.GetVerb() {
+		case "get":
+			gets++
+		case "list":
+			lists++
+		}
+	}
+	assert.Equal(t, gets, 0, "GETs of Nodes")
+	assert.Equal(t, lists, 1, "lists of Nodes")
+	assert.DeepEqual(t, Recorded(getPVT(t, ctl.client, "v")), []string{"a", "b"})
+
+	// A list that fails drops nothing, and the PV is retried.
+	ctl = newController(t, "a", &fakeCopies{uids: map[string]string{}}, []string{"a", "b"}, deleting(recorded(pv("v", "u", pvProtection), records...)))
+	ctl.meta.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	assert.Assert(t, ctl.sync(context.Background(), "v") != nil, "a failed list of Nodes was not retried")
+	assert.Equal(t, len(Recorded(getPVT(t, ctl.client, "v"))), len(records))
+}
+
+// The controller watches only its own Node: its informer's list and watch
+// ask for that one name, and another Node's arrival or departure queues
+// nothing.
+func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
+	copies := &fakeCopies{uids: map[string]string{}}
+	ctl := newController(t, me, copies, []string{me, "other"}, recorded(pv("v", "u"), "other"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if ctl.synced.Load() {
+			return poll.Success()
+		}
+		return poll.Continue("caches not synced")
+	}, poll.WithTimeout(10*time.Second))
+	var selectors []string
+	for _, a := range ctl.meta.Actions() {
+		switch a := a.(type) {
+		case clienttesting.ListAction:
+			selectors = append(selectors, "list "+a.GetListRestrictions().Fields.String())
+		case clienttesting.WatchAction:
+			selectors = append(selectors, "watch "+a.GetWatchRestrictions().Fields.String())
+		}
+	}
+	assert.Assert(t, len(selectors) > 0, "the controller neither listed nor watched Nodes")
+	for _, s := range selectors {
+		assert.Assert(t, strings.HasSuffix(s, " metadata.name="+me), "a Node list or watch not narrowed to this node: %q (all: %v)", s, selectors)
+	}
+}
+
+// Another node's arrival or departure queues nothing; this node's queues
+// its PVs.
+func TestOnlyThisNodesEventsQueueWork(t *testing.T) {
+	copies := &fakeCopies{uids: map[string]string{}}
+	q := newController(t, me, copies, []string{me}, recorded(pv("v", "u"), "other"))
+	q.onNode("other")
+	assert.Equal(t, q.queue.Len(), 0, "another node's event queued work")
+	q.onNode(me)
+	assert.Equal(t, q.queue.Len(), 1, "this node's event did not queue its PVs")
 }
 
 // What a driver that stopped in the middle of a removal left in the trash

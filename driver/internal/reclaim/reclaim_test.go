@@ -57,6 +57,13 @@ func deleting(p *corev1.PersistentVolume) *corev1.PersistentVolume {
 	return p
 }
 
+// deletingSince is deleting, the deletion asked for ago.
+func deletingSince(p *corev1.PersistentVolume, ago time.Duration) *corev1.PersistentVolume {
+	then := metav1.NewTime(time.Now().Add(-ago))
+	p.DeletionTimestamp = &then
+	return p
+}
+
 func getPVT(t *testing.T, c *fake.Clientset, name string) *corev1.PersistentVolume {
 	t.Helper()
 	got, err := c.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})

@@ -62,27 +62,37 @@ func Recorded(pv *corev1.PersistentVolume) []string {
 }
 
 // recordPatch is a strategic merge patch that adds (add) or removes
-// (!add) exactly node's record and nothing else. Finalizers merge as a
-// set, so the records of nodes that publish at once do not conflict: the
-// patch carries no resourceVersion. It carries the UID that was read, so
-// it never lands on another PV created under the same name (the API server
+// (!add) exactly the records of nodes and nothing else: one PATCH drops
+// the records of any number of gone nodes. Finalizers merge as a set, so
+// the records of nodes that publish at once do not conflict: the patch
+// carries no resourceVersion. It carries the UID that was read, so it
+// never lands on another PV created under the same name (the API server
 // refuses a changed UID), and the API server itself refuses a new
 // finalizer on a PV being deleted: what the read decided still holds when
 // the record is written.
-func recordPatch(pv *corev1.PersistentVolume, node string, add bool) []byte {
-	f := Finalizer(node)
+func recordPatch(pv *corev1.PersistentVolume, add bool, nodes ...string) []byte {
 	meta := map[string]any{"uid": string(pv.UID)}
-	if add {
-		meta["finalizers"] = []string{f}
-	} else {
-		meta["$deleteFromPrimitiveList/finalizers"] = []string{f}
-	}
-	if namepart.Hashed(node) {
-		if add {
-			meta["annotations"] = map[string]any{f: node}
-		} else {
-			meta["annotations"] = map[string]any{f: nil}
+	finalizers := make([]string, 0, len(nodes))
+	annotations := map[string]any{}
+	for _, node := range nodes {
+		f := Finalizer(node)
+		finalizers = append(finalizers, f)
+		if !namepart.Hashed(node) {
+			continue
 		}
+		if add {
+			annotations[f] = node
+		} else {
+			annotations[f] = nil
+		}
+	}
+	if add {
+		meta["finalizers"] = finalizers
+	} else {
+		meta["$deleteFromPrimitiveList/finalizers"] = finalizers
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
 	}
 	b, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -207,7 +208,7 @@ func (t *Tracker) unrecorded(handle string) (*corev1.PersistentVolume, bool) {
 // PV being deleted. The answer is the fresh read, and is checked as one.
 // A PV created again since it was seen gives a Conflict.
 func (t *Tracker) recordSeen(ctx context.Context, seen *corev1.PersistentVolume) (string, error) {
-	now, err := sendRecordPatch(ctx, t.client, seen, t.node, true)
+	now, err := sendRecordPatch(ctx, t.client, seen, true, t.node)
 	if err != nil {
 		return "", t.refusedWhy(ctx, seen, err)
 	}
@@ -249,16 +250,19 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 	return err
 }
 
-// Forget removes node's record from the PV named handle whose UID is uid,
-// if it is there, in one request: the patch carries uid, so the API server
-// refuses it on a PV created under that name since (that PV's record is
-// what will remove the node's copy of it). A refusal is read again to tell
-// that from an error.
-func Forget(ctx context.Context, client kube.PersistentVolumes, handle, uid, node string) error {
+// Forget removes the records of nodes from the PV named handle whose UID
+// is uid, those that are there, in one request: the patch carries uid, so
+// the API server refuses it on a PV created under that name since (that
+// PV's records are what will remove the nodes' copies of it). A refusal is
+// read again to tell that from an error.
+func Forget(ctx context.Context, client kube.PersistentVolumes, handle, uid string, nodes ...string) error {
+	if len(nodes) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	seen := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle, UID: types.UID(uid)}}
-	_, err := sendRecordPatch(ctx, client, seen, node, false)
+	_, err := sendRecordPatch(ctx, client, seen, false, nodes...)
 	if errors.Is(err, ErrNoVolume) {
 		return nil
 	}
@@ -271,7 +275,7 @@ func Forget(ctx context.Context, client kube.PersistentVolumes, handle, uid, nod
 		return nil
 	case gerr == nil && string(now.UID) != uid:
 		klog.InfoS("Not dropping a record: the PersistentVolume was created again", "volume_id", handle,
-			"node", node, "uid", uid, "new_uid", now.UID)
+			"nodes", nodes, "uid", uid, "new_uid", now.UID)
 		return nil
 	}
 	return err
@@ -283,20 +287,20 @@ func patchRecord(ctx context.Context, client kube.PersistentVolumes, pv *corev1.
 	if has == add {
 		return nil
 	}
-	_, err := sendRecordPatch(ctx, client, pv, node, add)
+	_, err := sendRecordPatch(ctx, client, pv, add, node)
 	return err
 }
 
-// sendRecordPatch adds or removes node's record on the PV of pv's name and
-// UID, and returns the PV as the API server answered.
-func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, node string, add bool) (*corev1.PersistentVolume, error) {
+// sendRecordPatch adds or removes the records of nodes on the PV of pv's
+// name and UID, and returns the PV as the API server answered.
+func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, add bool, nodes ...string) (*corev1.PersistentVolume, error) {
 	now, err := client.Patch(ctx, pv.Name, types.StrategicMergePatchType,
-		recordPatch(pv, node, add), metav1.PatchOptions{FieldManager: DriverName})
+		recordPatch(pv, add, nodes...), metav1.PatchOptions{FieldManager: DriverName})
 	verb := "record"
 	if !add {
 		verb = "drop the record of"
 	}
-	return now, apiError(err, "%s node %s on PersistentVolume %s", verb, node, pv.Name)
+	return now, apiError(err, "%s node %s on PersistentVolume %s", verb, strings.Join(nodes, ", "), pv.Name)
 }
 
 // apiSaysGone says whether err is the API server's own answer that the
