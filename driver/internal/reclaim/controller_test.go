@@ -618,7 +618,7 @@ func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); assert.NilError(t, <-done) })
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		if ctl.synced.Load() {
 			return poll.Success()
