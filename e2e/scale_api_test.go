@@ -57,7 +57,7 @@ import (
 // its goal, met or NOT met:
 //   - each host driver's RSS (goal: at most 40 MiB);
 //   - the admission of one record change by a node when the PV already
-//     records N nodes, beside the same change by an administrator, which
+//     records N nodes (median of 5), beside an administrator removing it, which
 //     no policy checks (goal: at most 0.3 s);
 //   - for one record change of a PV one host driver holds, the PVs the
 //     other host drivers' watches deliver (goal: none), and for one change
@@ -91,7 +91,7 @@ func TestScaleAPI(t *testing.T) {
 			s.row(part, "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
 			drv, adm := s.admission(ctx, n)
 			s.row(part, "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
-			s.row(part, "the same change, administrator (s)", adm.Seconds(), "-", true)
+			s.row(part, "that record removed by an administrator (s)", adm.Seconds(), "-", true)
 			s.quiet(ctx)
 			sent, others := s.recordChange(ctx)
 			s.row(part, "PVs sent to the other host drivers per record change", others, "0", others == 0)
@@ -389,8 +389,12 @@ func rss(t *testing.T, pid int) int64 {
 	return 0
 }
 
+// admissionTries is how many times a record change is timed.
+const admissionTries = 5
+
 // admission times one record change by a node (its own record added) and
-// the same change by an administrator, on a PV that records n nodes.
+// an administrator removing that record, on a PV that records n nodes: the
+// medians of admissionTries.
 func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration) {
 	name := fmt.Sprintf("per-node-scale-records-%d", n)
 	s.ourPV(ctx, name)
@@ -401,16 +405,24 @@ func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration
 	s.patchFinalizers(ctx, s.cs, name, records)
 	as := s.asNode(scaleNode(n)) // a node that is not recorded yet
 	own := "per-node.liken.sh/" + scaleNode(n)
-	patch := fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, own)
-	start := time.Now()
-	_, err := as.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	node = time.Since(start)
-	assert.NilError(s.t, err, "the node's own record was refused")
-	patch = fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, own)
-	start = time.Now()
-	_, err = s.cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	admin = time.Since(start)
-	assert.NilError(s.t, err)
+	add := fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, own)
+	remove := fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, own)
+	// The median of admissionTries: one request is at the mercy of whatever
+	// else the API server is doing at that moment.
+	var nodes, admins []time.Duration
+	for range admissionTries {
+		start := time.Now()
+		_, err := as.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, add, metav1.PatchOptions{})
+		nodes = append(nodes, time.Since(start))
+		assert.NilError(s.t, err, "the node's own record was refused")
+		start = time.Now()
+		_, err = s.cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.StrategicMergePatchType, remove, metav1.PatchOptions{})
+		admins = append(admins, time.Since(start))
+		assert.NilError(s.t, err)
+	}
+	slices.Sort(nodes)
+	slices.Sort(admins)
+	node, admin = nodes[len(nodes)/2], admins[len(admins)/2]
 	s.patchFinalizers(ctx, s.cs, name, nil)
 	assert.NilError(s.t, s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}))
 	return node, admin
