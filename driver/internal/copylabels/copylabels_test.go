@@ -194,6 +194,7 @@ func TestABurstOfCopiesIsLabelledInFewPatches(t *testing.T) {
 
 	var handles []string
 	want := map[string]string{}
+	start := time.Now()
 	for i := range 40 {
 		h := fmt.Sprintf("v%02d", i)
 		handles = append(handles, h)
@@ -202,6 +203,9 @@ func TestABurstOfCopiesIsLabelledInFewPatches(t *testing.T) {
 		l.Changed()
 		time.Sleep(5 * time.Millisecond) // copies made one after another, as publishes do
 	}
+	// 200 ms on an idle machine; on a loaded one the burst lasts longer and
+	// spans more of the labeller's one-second batches, each a PATCH at most.
+	span := time.Since(start)
 	waitLabels(t, meta, "w1", want)
 	patches := 0
 	for _, a := range meta.Actions() {
@@ -209,5 +213,7 @@ func TestABurstOfCopiesIsLabelledInFewPatches(t *testing.T) {
 			patches++
 		}
 	}
-	assert.Assert(t, patches <= 3, "40 copies made over 200 ms took %d PATCHes of the Node", patches)
+	allowed := 3 + int(span/batch)
+	assert.Assert(t, patches <= allowed, "40 copies made over %s took %d PATCHes of the Node, want at most %d (3, and one per second the burst lasted past the first)",
+		span.Round(time.Millisecond), patches, allowed)
 }

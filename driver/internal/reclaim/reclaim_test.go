@@ -243,7 +243,9 @@ func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
 		wantRecord bool
 	}{
 		{"back after three tries", []error{down, down, down, nil}, time.Minute, false, nil, 4, true},
-		{"away for longer than the wait", []error{down}, 50 * time.Millisecond, false, ErrAPI, 0, false},
+		// Long enough for a second read even on a loaded machine (a first read
+		// slower than the whole wait was seen to leave no time for one).
+		{"away for longer than the wait", []error{down}, 500 * time.Millisecond, false, ErrAPI, 0, false},
 		{"a refusal is not asked again", []error{refused}, time.Minute, false, ErrForbidden, 1, false},
 		{"the caller gave up", []error{down}, time.Minute, true, ErrAPI, 1, false},
 	} {
