@@ -432,17 +432,17 @@ func (c *Controller) removeCopy(name, uid, kind, reason string) error {
 // live, so the PV is never stuck.
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
 	recorded := Recorded(pv)
-	self := slices.Index(recorded, c.node)
-	if len(recorded) == 0 || (self == 0 && len(recorded) == 1) {
+	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	if len(others) == 0 {
 		return nil
 	}
+	self := slices.Index(recorded, c.node)
 	if self < 0 {
 		if wait := orphanedAfter + spread(c.node) - time.Since(pv.DeletionTimestamp.Time); wait > 0 {
 			c.queue.AddAfter(pv.Name, wait)
 			return nil
 		}
 	}
-	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
 	live, err := c.liveNodes(ctx, others)
 	if err != nil {
 		return err

@@ -300,7 +300,16 @@ func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *cor
 	if !add {
 		verb = "drop the record of"
 	}
-	return now, apiError(err, "%s node %s on PersistentVolume %s", verb, strings.Join(nodes, ", "), pv.Name)
+	return now, apiError(err, "%s %s on PersistentVolume %s", verb, nodesNamed(nodes), pv.Name)
+}
+
+// nodesNamed names nodes for a message: every one of a few, the count and
+// the first of many (a PATCH may drop the records of thousands).
+func nodesNamed(nodes []string) string {
+	if len(nodes) <= 3 {
+		return "node " + strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%d nodes (%s, ...)", len(nodes), nodes[0])
 }
 
 // apiSaysGone says whether err is the API server's own answer that the
