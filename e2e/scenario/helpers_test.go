@@ -6,6 +6,7 @@ package scenario
 import (
 	"os"
 	"testing"
+	"time"
 
 	"gotest.tools/v3/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,41 @@ func TestOutsidePodCIDR(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.DeepEqual(t, outsidePodCIDR(tc.cidr, tc.pods), tc.want)
+		})
+	}
+}
+
+func TestStaleReady(t *testing.T) {
+	restart := time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
+	pod := func(name string, ready bool, started time.Time, deleting bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: restart}
+		}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{
+			{Name: "store", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Time{Time: started}}}},
+		}
+		return p
+	}
+	before, after := restart.Add(-time.Minute), restart.Add(time.Second)
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want []string
+	}{
+		{"Ready from before the restart", []corev1.Pod{pod("s", true, before, false)}, []string{"pod ns/s (container store started 06:59:00)"}},
+		{"Ready, started again", []corev1.Pod{pod("s", true, after, false)}, nil},
+		{"not Ready yet", []corev1.Pod{pod("s", false, before, false)}, nil},
+		{"terminating", []corev1.Pod{pod("s", true, before, true)}, nil},
+		{"one of two", []corev1.Pod{pod("a", true, after, false), pod("b", true, before, false)}, []string{"pod ns/b (container store started 06:59:00)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.DeepEqual(t, staleReady(tc.pods, restart), tc.want)
 		})
 	}
 }

@@ -64,18 +64,61 @@ func stepRestartDriver(ctx context.Context, r *Run, a args) error {
 }
 
 // stepRestartNode restarts a node's kind container and waits until its new
-// kubelet has renewed the node's lease and reports Ready.
+// kubelet has renewed the node's lease, reports Ready, and has said of every
+// pod on the node what became of it.
 func stepRestartNode(ctx context.Context, r *Run, a args) error {
 	if err := r.rememberAddress(ctx, a["node"]); err != nil {
 		return err
 	}
+	since := time.Now()
 	if _, err := harness.Run(ctx, r.env.Repo, "docker", "restart", "-t", "10", a["node"]); err != nil {
 		return err
 	}
 	if err := r.sameAddress(ctx, a["node"]); err != nil {
 		return err
 	}
-	return r.waitKubelet(ctx, a["node"], time.Now())
+	if err := r.waitKubelet(ctx, a["node"], since); err != nil {
+		return err
+	}
+	return r.waitNoStaleReady(ctx, a["node"], since)
+}
+
+// waitNoStaleReady waits until no pod on node still says it is Ready with a
+// container that started before since: the node's kubelet reports Ready
+// before it has synced its pods, and until then a pod whose containers died
+// with the node keeps the Ready status it had (so "wait deployment … ready"
+// would pass at once, and an exec into it would find no container).
+func (r *Run) waitNoStaleReady(ctx context.Context, node string, since time.Time) error {
+	return harness.Until(ctx, "node "+node+"'s kubelet to report its pods after the restart", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var stale []string
+		for _, ns := range []string{r.ns(), driverNamespace} {
+			var pods corev1.PodList
+			if err := r.listIn(ctx, ns, &pods, "", "spec.nodeName="+node); err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			stale = append(stale, staleReady(pods.Items, since)...)
+		}
+		return len(stale) == 0, "Ready with a container from before the restart: " + strings.Join(stale, ", "), nil
+	})
+}
+
+// staleReady names the pods that say they are Ready while one of their
+// containers has been running since before since.
+func staleReady(pods []corev1.Pod, since time.Time) []string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || !harness.PodReady(p) {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if run := cs.State.Running; run != nil && run.StartedAt.Time.Before(since) {
+				out = append(out, fmt.Sprintf("pod %s/%s (container %s started %s)", p.Namespace, p.Name, cs.Name, run.StartedAt.UTC().Format(time.TimeOnly)))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // rememberAddress notes the address of a node about to stop.
@@ -147,6 +190,9 @@ func stepStartNode(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	if err := r.waitKubelet(ctx, a["node"], since); err != nil {
+		return err
+	}
+	if err := r.waitNoStaleReady(ctx, a["node"], since); err != nil {
 		return err
 	}
 	// The driver's pod on the node (DaemonSet) must be back too.
