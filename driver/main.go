@@ -60,6 +60,9 @@ type options struct {
 	rootMustBeMountPoint bool
 	// copyLabels: label this node's Node with the copies it holds.
 	copyLabels bool
+	// forgetGoneAfter: how long a recorded node's Node has been missing
+	// before its record goes from a live PV.
+	forgetGoneAfter time.Duration
 	// limits are the client-side rate limits of each kind of API request.
 	limits apiLimits
 }
@@ -124,6 +127,7 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 		fs.IntVar(&k.r.burst, "api-burst-"+k.name, k.def.burst, "bursts of requests to the API server for "+k.what)
 	}
 	fs.BoolVar(&o.copyLabels, "copy-labels", true, "label this node's Node copy.per-node.liken.sh/<pv-name> for each volume it holds a copy of, so that pods can prefer nodes that hold their data")
+	fs.DurationVar(&o.forgetGoneAfter, "forget-gone-nodes-after", reclaim.DefaultForgetGoneAfter, "how long a node's Node object has been missing before its record goes from a live PersistentVolume this node holds (a node that returns records itself again); 0 keeps them until the PV is deleted")
 	return fs.Bool("version", false, "print the version and exit")
 }
 
@@ -159,6 +163,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := o.limits.check(); err != nil {
 		return err
+	}
+	if o.forgetGoneAfter < 0 {
+		return fmt.Errorf("--forget-gone-nodes-after must be 0 (never) or a duration > 0, not %v", o.forgetGoneAfter)
 	}
 	socket, err := rpcserver.SocketPath(o.endpoint)
 	if err != nil {
@@ -207,6 +214,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if !o.standalone {
 		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv, m)
+		ctl.ForgetGoneAfter(o.forgetGoneAfter)
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
 			defer reclaimStopped.Store(true)

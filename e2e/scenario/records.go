@@ -5,8 +5,10 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,6 +176,95 @@ func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
 				}
 			}
 			return slices.Equal(ours, want), fmt.Sprintf("per-node records %v", ours), nil
+		})
+}
+
+// stepRecordGoes waits until a live PV no longer records node, while the
+// records of the other nodes stay.
+func stepRecordGoes(ctx context.Context, r *Run, a args) error {
+	gone := recordPrefix + a["node"]
+	var before []string
+	return harness.Until(ctx, "the record of "+a["node"]+" to go from the live PersistentVolume "+a["name"], deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pv, err := r.pv(ctx, a["name"])
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			if pv.DeletionTimestamp != nil {
+				return false, "", fmt.Errorf("PersistentVolume %s is being deleted: this step is about a live one", a["name"])
+			}
+			var ours []string
+			for _, f := range pv.Finalizers {
+				if strings.HasPrefix(f, recordPrefix) {
+					ours = append(ours, f)
+				}
+			}
+			if before == nil {
+				before = slices.DeleteFunc(slices.Clone(ours), func(f string) bool { return f == gone })
+			}
+			others := slices.DeleteFunc(slices.Clone(ours), func(f string) bool { return f == gone })
+			if !slices.Equal(others, before) {
+				return false, "", fmt.Errorf("the records of other nodes changed: had %v, now %v", before, others)
+			}
+			return !slices.Contains(ours, gone), fmt.Sprintf("per-node records %v", ours), nil
+		})
+}
+
+// goneNodeName is the name of the i-th node of stepAddGoneRecords: no
+// Node of the cluster has it.
+func goneNodeName(i int) string { return fmt.Sprintf("gone-for-good-%05d", i) }
+
+// stepAddGoneRecords does, as an administrator, what a restore or a
+// long-lived cluster leaves: the records of n nodes that are gone, added
+// to a PV in one request.
+func stepAddGoneRecords(ctx context.Context, r *Run, a args) error {
+	n, err := strconv.Atoi(a["n"])
+	if err != nil || n < 1 {
+		return fmt.Errorf("not a number of records: %q", a["n"])
+	}
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	finalizers := slices.Clone(pv.Finalizers)
+	for i := range n {
+		finalizers = append(finalizers, recordPrefix+goneNodeName(i))
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": pv.ResourceVersion},
+		{"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+	})
+	if err != nil {
+		return err
+	}
+	return r.env.R.Patch(ctx, pv, k8s.Patch{PatchType: types.JSONPatchType, Data: patch})
+}
+
+// stepRecordedBeside waits until a PV records node while it still records
+// at least n others: the node's own record was admitted beside them.
+func stepRecordedBeside(ctx context.Context, r *Run, a args) error {
+	n, err := strconv.Atoi(a["n"])
+	if err != nil {
+		return fmt.Errorf("not a number of records: %q", a["n"])
+	}
+	own := recordPrefix + a["node"]
+	return harness.Until(ctx, "PersistentVolume "+a["name"]+" to record "+a["node"]+" beside "+a["n"]+" others", deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pv, err := r.pv(ctx, a["name"])
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			others := 0
+			for _, f := range pv.Finalizers {
+				if strings.HasPrefix(f, recordPrefix) && f != own {
+					others++
+				}
+			}
+			has := slices.Contains(pv.Finalizers, own)
+			if has && others < n {
+				return false, "", fmt.Errorf("%s was recorded beside only %d other records (want %d): they went before its publish, so this run proves nothing about it", a["node"], others, n)
+			}
+			return has, fmt.Sprintf("recorded: %v, beside %d others", has, others), nil
 		})
 }
 

@@ -80,6 +80,9 @@ type Controller struct {
 	pvs     listersv1.PersistentVolumeLister
 	nodes   cache.GenericLister
 	metrics *metrics.Metrics
+	// gone times the records of missing nodes on the live PVs this node
+	// holds.
+	gone *goneClock
 	// synced is set once the caches have synced (and pvs is set).
 	synced atomic.Bool
 }
@@ -89,7 +92,7 @@ type Controller struct {
 // this node holds to report.
 func NewController(client kube.PersistentVolumes, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
 	c := &Controller{client: client, meta: meta, node: node, copies: copies, metrics: m,
-		tracker: NewTracker(client, node, nil),
+		tracker: NewTracker(client, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// A copy held by a pod is retried at most 10 s apart, so it goes
 			// soon after the pod; retries of a held copy cost no API call.
@@ -98,6 +101,15 @@ func NewController(client kube.PersistentVolumes, meta metadata.Interface, node 
 	m.Register(recordsCollector{c})
 	return c
 }
+
+// DefaultForgetGoneAfter is how long a node's Node object has been missing
+// before its record goes from a live PV (docs/operating.md says why).
+const DefaultForgetGoneAfter = time.Hour
+
+// ForgetGoneAfter sets how long a recorded node's Node object has been
+// missing before its record goes from a live PV this node holds; 0 never
+// drops one (a PV being deleted drops them at once, whatever this is).
+func (c *Controller) ForgetGoneAfter(d time.Duration) { c.gone = newGoneClock(d) }
 
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
@@ -302,6 +314,7 @@ func (c *Controller) next(ctx context.Context) bool {
 func (c *Controller) sync(ctx context.Context, name string) error {
 	pv, err := c.pvs.Get(name)
 	if apierrors.IsNotFound(err) {
+		c.gone.dropped(name)
 		return c.syncUncached(ctx, name)
 	}
 	if err != nil {
@@ -312,7 +325,10 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return c.syncCopy(ctx, pv)
+	if err := c.syncCopy(ctx, pv); err != nil {
+		return err
+	}
+	return c.forgetGoneLive(ctx, pv)
 }
 
 // syncUncached handles a name the cache does not know: if this node has a
@@ -461,6 +477,49 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 	if len(gone) > 0 {
 		klog.InfoS("Dropped the records of nodes that are gone", "volume_id", pv.Name, "nodes", len(gone), "first", gone[0])
 	}
+	return nil
+}
+
+// forgetGoneLive drops, from a live PV this node holds, the records of nodes
+// whose Node object has been missing for the grace period: a store in an
+// autoscaled pool would otherwise leave a record on every node it ever
+// visited. Only holders look (every quarter of the grace period, and no
+// more often whatever the PV's events), and of them only the first live
+// node in the records acts, as on a PV being deleted. A node is missing on
+// the API server's own NotFound only, found so at every look of the period
+// (goneClock) and by the fresh read that drops it. A node that comes back records
+// itself again from the copy on its disk.
+func (c *Controller) forgetGoneLive(ctx context.Context, pv *corev1.PersistentVolume) error {
+	recorded := Recorded(pv)
+	self := slices.Index(recorded, c.node)
+	if c.gone.after <= 0 || !ours(pv) || pv.DeletionTimestamp != nil || self < 0 || len(recorded) == 1 {
+		c.gone.dropped(pv.Name)
+		return nil
+	}
+	now := c.gone.now()
+	if wait := c.gone.wait(pv.Name, now); wait > 0 {
+		c.queue.AddAfter(pv.Name, wait)
+		return nil
+	}
+	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	live, err := c.liveNodes(ctx, others)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(recorded[:self], func(n string) bool { return live[n] }) {
+		others = nil // a live node recorded before this one does it
+	}
+	due, next := c.gone.seen(pv.Name, now, live, others)
+	c.queue.AddAfter(pv.Name, next)
+	if len(due) == 0 {
+		return nil
+	}
+	if err := Forget(ctx, c.client, pv.Name, string(pv.UID), due...); err != nil {
+		return err
+	}
+	c.gone.dropped(pv.Name, due...)
+	klog.InfoS("Dropped the records of nodes gone for longer than the grace period", "volume_id", pv.Name,
+		"nodes", len(due), "first", due[0], "grace", c.gone.after)
 	return nil
 }
 

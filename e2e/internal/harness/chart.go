@@ -88,8 +88,10 @@ const (
 // SuiteValues are the chart values every install and upgrade of the suite
 // sets. statsTTL: a copy's usage is measured again at each of kubelet's
 // asks (every 1 to 2 minutes), so a figure taken while a pod was still
-// writing is not served for the default 5 minutes.
-var SuiteValues = []string{"statsTTL=20s"}
+// writing is not served for the default 5 minutes. forgetGoneNodesAfter: a
+// scenario (17) watches a gone node's record go from a live PV, which the
+// default would make an hour.
+var SuiteValues = []string{"statsTTL=20s", "forgetGoneNodesAfter=60s"}
 
 // HelmUpgrade installs the chart, or upgrades the release, with the driver
 // image image (repository:tag), as a user would: `helm upgrade --install`,

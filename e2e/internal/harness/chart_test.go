@@ -179,6 +179,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"logFormat=JSON", "/logFormat"},
 		{"logFormt=json", "logFormt"},
 		{"statsTTL=5 minutes", "/statsTTL"},
+		{"forgetGoneNodesAfter=-1h", "/forgetGoneNodesAfter"},
 		{"maxUnavailable=0", "/maxUnavailable"},
 		{"updateStrategy=Recreate", "/updateStrategy"},
 		{"image.pullPolicy=always", "/image/pullPolicy"},
