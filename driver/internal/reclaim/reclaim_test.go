@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -333,6 +334,9 @@ func withAPIServerRules(c *fake.Clientset) *fake.Clientset {
 			return false, nil, nil // the default reactor answers NotFound
 		}
 		now := obj.(*corev1.PersistentVolume)
+		if pa.GetPatchType() == types.JSONPatchType {
+			return jsonPatchRules(now, pa.GetPatch())
+		}
 		var patch struct {
 			Metadata struct {
 				UID        string   `json:"uid"`
@@ -357,6 +361,98 @@ func withAPIServerRules(c *fake.Clientset) *fake.Clientset {
 		return false, nil, nil
 	})
 	return c
+}
+
+// jsonPatchRules answers a JSON patch as the real API server does where
+// records rely on it: a failed test, or an add to a list that is not there,
+// is a 422 that changes nothing; a new finalizer on an object being deleted
+// is refused. Otherwise the fake applies it.
+func jsonPatchRules(now *corev1.PersistentVolume, patch []byte) (bool, runtime.Object, error) {
+	var ops []struct{ Op, Path, Value string }
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
+	unprocessable := func(why string) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", why, 0, false)
+	}
+	for _, op := range ops {
+		switch {
+		case op.Op == "test" && op.Path == "/metadata/uid" && op.Value != string(now.UID):
+			return unprocessable("testing value /metadata/uid failed")
+		case op.Op == "add" && op.Path == "/metadata/finalizers/-" && len(now.Finalizers) == 0:
+			return unprocessable("add operation does not apply: doc is missing path: /metadata/finalizers/-")
+		case op.Op == "add" && op.Path == "/metadata/finalizers/-" && now.DeletionTimestamp != nil:
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, now.Name,
+				field.ErrorList{field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")})
+		}
+	}
+	return false, nil, nil
+}
+
+// A node's record is appended to a PV that has finalizers (a live PV always
+// has kubernetes.io/pv-protection): one JSON patch, one pass over the list
+// for the API server. Whatever changed since the read (the PV created
+// again, its deletion begun, its finalizers gone), the outcome is the one
+// the merge patch gives.
+func TestARecordIsAppendedWhereThePVHasFinalizers(t *testing.T) {
+	withAnnotation := func(p *corev1.PersistentVolume) *corev1.PersistentVolume {
+		p.Annotations = map[string]string{"note": "kept"}
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		node      string
+		server    *corev1.PersistentVolume
+		seen      cacheOf
+		want      error
+		wantUID   string
+		wantTypes []types.PatchType
+		wantFinal []string
+	}{
+		{"appended after the others", me, pv("store", "uid-1", pvProtection, "example.com/x"), nil,
+			nil, "uid-1", []types.PatchType{types.JSONPatchType}, []string{pvProtection, "example.com/x", Finalizer(me)}},
+		{"a long name with its annotation", name64, withAnnotation(pv("store", "uid-1", pvProtection)), nil,
+			nil, "uid-1", []types.PatchType{types.JSONPatchType}, []string{pvProtection, Finalizer(name64)}},
+		{"a long name where there are no annotations", name64, pv("store", "uid-1", pvProtection), nil,
+			nil, "uid-1", []types.PatchType{types.StrategicMergePatchType}, []string{pvProtection, Finalizer(name64)}},
+		{"no finalizers", me, pv("store", "uid-1"), nil,
+			nil, "uid-1", []types.PatchType{types.StrategicMergePatchType}, []string{Finalizer(me)}},
+		{"created again since it was seen", me, pv("store", "uid-2", pvProtection), cacheOf{pv("store", "uid-1", pvProtection)},
+			nil, "uid-2", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType, types.JSONPatchType}, []string{pvProtection, Finalizer(me)}},
+		{"its deletion began since it was seen", me, deleting(pv("store", "uid-1", pvProtection)), cacheOf{pv("store", "uid-1", pvProtection)},
+			ErrDeleting, "", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType}, []string{pvProtection}},
+		{"its finalizers went since it was seen", me, pv("store", "uid-1"), cacheOf{pv("store", "uid-1", pvProtection)},
+			nil, "uid-1", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType}, []string{Finalizer(me)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := withAPIServerRules(fake.NewClientset(tc.server))
+			tr := NewTracker(c.CoreV1().PersistentVolumes(), tc.node, nil)
+			if tc.seen != nil {
+				tr.Consult(tc.seen)
+			}
+			uid, err := tr.Record(context.Background(), "store")
+			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
+			assert.Equal(t, uid, tc.wantUID)
+			var got []types.PatchType
+			for _, a := range c.Actions() {
+				if pa, ok := a.(clienttesting.PatchAction); ok {
+					got = append(got, pa.GetPatchType())
+					assert.Assert(t, !strings.Contains(string(pa.GetPatch()), "resourceVersion"), "patch %s", pa.GetPatch())
+				}
+			}
+			assert.DeepEqual(t, got, tc.wantTypes)
+			final := getPVT(t, c, "store")
+			if tc.wantTypes[len(tc.wantTypes)-1] == types.JSONPatchType {
+				assert.DeepEqual(t, final.Finalizers, tc.wantFinal) // appended: in order
+			} else {
+				assert.DeepEqual(t, sorted(final.Finalizers), sorted(tc.wantFinal)) // merged: where the merge puts it
+			}
+			if tc.want == nil {
+				assert.Assert(t, HasRecord(final, tc.node), "finalizers %v, annotations %v", final.Finalizers, final.Annotations)
+			}
+			noUpdates(t, c)
+		})
+	}
 }
 
 // The record is a patch of the finalizer set that carries the UID it read

@@ -61,6 +61,41 @@ func Recorded(pv *corev1.PersistentVolume) []string {
 	return nodes
 }
 
+// appendable says whether node's record can be appended to pv as read: it
+// has finalizers (a live PV always has kubernetes.io/pv-protection) and,
+// for a long name, annotations.
+func appendable(pv *corev1.PersistentVolume, node string) bool {
+	return len(pv.Finalizers) > 0 && (!namepart.Hashed(node) || len(pv.Annotations) > 0)
+}
+
+// recordAppend is a JSON patch that appends node's record to pv's
+// finalizers (and, for a long name, its annotation), on the PV of pv's UID
+// only. Appends of nodes that publish at once do not conflict (the patch
+// carries no resourceVersion). It fails, changing nothing, on a PV of
+// another UID or without finalizers (or annotations) to append to. A read
+// that missed this node's own record (a cache a moment behind) appends it
+// twice; the removal drops every copy of it.
+func recordAppend(pv *corev1.PersistentVolume, node string) []byte {
+	f := Finalizer(node)
+	ops := []map[string]string{
+		{"op": "test", "path": "/metadata/uid", "value": string(pv.UID)},
+		{"op": "add", "path": "/metadata/finalizers/-", "value": f},
+	}
+	if namepart.Hashed(node) {
+		ops = append(ops, map[string]string{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(f), "value": node})
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		panic(fmt.Sprintf("marshal a record append: %v", err)) // maps of strings always marshal
+	}
+	return b
+}
+
+// jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
 // recordPatch is a strategic merge patch that adds (add) or removes
 // (!add) exactly the records of nodes and nothing else: one PATCH drops
 // the records of any number of gone nodes. Finalizers merge as a set, so

@@ -294,8 +294,19 @@ func patchRecord(ctx context.Context, client kube.PersistentVolumes, pv *corev1.
 // sendRecordPatch adds or removes the records of nodes on the PV of pv's
 // name and UID, and returns the PV as the API server answered.
 func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, add bool, nodes ...string) (*corev1.PersistentVolume, error) {
-	now, err := client.Patch(ctx, pv.Name, types.StrategicMergePatchType,
-		recordPatch(pv, add, nodes...), metav1.PatchOptions{FieldManager: DriverName})
+	opts := metav1.PatchOptions{FieldManager: DriverName}
+	if add && len(nodes) == 1 && appendable(pv, nodes[0]) {
+		// An append costs the API server one pass over the records; its
+		// strategic merge of a new entry costs more (7.4 s beside 5,000
+		// records where an append takes 1.4 s: docs/performance.md).
+		now, err := client.Patch(ctx, pv.Name, types.JSONPatchType, recordAppend(pv, nodes[0]), opts)
+		if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+			return now, apiError(err, "record %s on PersistentVolume %s", nodesNamed(nodes), pv.Name)
+		}
+		// The PV changed since it was read (another UID, no finalizers or
+		// annotations to append to, being deleted): the merge patch says why.
+	}
+	now, err := client.Patch(ctx, pv.Name, types.StrategicMergePatchType, recordPatch(pv, add, nodes...), opts)
 	verb := "record"
 	if !add {
 		verb = "drop the record of"
