@@ -89,10 +89,10 @@ lint: ## golangci-lint (.golangci.yml: the standard set, dupl for repeated code,
 	cd e2e/release && go tool actionlint -shellcheck= ../../.github/workflows/*.yaml
 
 .PHONY: fuzz
-fuzz: ## Fuzz the handle validation, the target path check, the reading of node records and mount options, the store's reading of a peer's cursor, FUZZTIME each (default 60s).
+fuzz: ## Fuzz the handle validation, the target path check, the names and labels of Copies, mount options, the store's reading of a peer's cursor, FUZZTIME each (default 60s).
 	go test -run '^$$' -fuzz FuzzCopyDir -fuzztime $${FUZZTIME:-60s} ./driver/internal/layout
 	go test -run '^$$' -fuzz FuzzCheckTarget -fuzztime $${FUZZTIME:-60s} ./driver/internal/node
-	go test -run '^$$' -fuzz FuzzRecorded -fuzztime $${FUZZTIME:-60s} ./driver/internal/reclaim
+	go test -run '^$$' -fuzz FuzzNew -fuzztime $${FUZZTIME:-60s} ./driver/internal/copyapi
 	go test -run '^$$' -fuzz FuzzCheckOptions -fuzztime $${FUZZTIME:-60s} ./driver/internal/mounts
 	go test -run '^$$' -fuzz FuzzHonoured -fuzztime $${FUZZTIME:-60s} ./fixtures/store
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
@@ -195,7 +196,7 @@ func run(ctx context.Context, o options) error {
 		MeasureTimeout: o.measureTimeout, MeasureMaxEntries: o.measureMaxEntries}
 	var tracker *reclaim.Tracker
 	if !o.standalone {
-		tracker = reclaim.NewTracker(c.publish, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
+		tracker = reclaim.NewTracker(c.publish, c.publishCopies, o.nodeID, eventRecorder(ctx, c.events, o.nodeID))
 		cfg.Tracker = tracker
 	}
 	srv, err := node.New(cfg)
@@ -213,7 +214,7 @@ func run(ctx context.Context, o options) error {
 		}()
 	}
 	if !o.standalone {
-		ctl := reclaim.NewController(c.reclaim, c.meta, o.nodeID, srv, m)
+		ctl := reclaim.NewController(c.reclaim, c.reclaimCopies, c.meta, o.nodeID, srv, m)
 		ctl.ForgetGoneAfter(o.forgetGoneAfter)
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
@@ -328,10 +329,12 @@ func dial(socket string) error {
 // own rate limit, so that a burst of events or of reclaim work never delays
 // the record a publish waits for.
 type clients struct {
-	publish kube.PersistentVolumes // NodePublishVolume's record of this node
-	reclaim kube.PersistentVolumes // the reclaim controller: watches, and patches when it acts
-	events  record.EventSink       // events on PersistentVolumes
-	meta    metadata.Interface     // Nodes, watched as metadata only
+	publish       kube.PersistentVolumes // NodePublishVolume's record of this node
+	publishCopies kube.Copies            // the same, with the same rate limit
+	reclaim       kube.PersistentVolumes // the reclaim controller: watches, and patches when it acts
+	reclaimCopies kube.Copies            // the same, with the same rate limit
+	events        record.EventSink       // events on PersistentVolumes
+	meta          metadata.Interface     // Nodes, watched as metadata only
 }
 
 // kubeClients connects to the API server: with kubeconfig if given, else
@@ -352,13 +355,21 @@ func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
 	with := func(l rateLimit) *rest.Config {
 		c := rest.CopyConfig(cfg)
 		c.QPS, c.Burst = float32(l.qps), l.burst
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst) // one per use, whatever the resource
 		return c
 	}
 	var c clients
-	if c.publish, err = kube.NewPersistentVolumes(with(limits.mounts)); err != nil {
+	mounts, removals := with(limits.mounts), with(limits.removals)
+	if c.publish, err = kube.NewPersistentVolumes(mounts); err != nil {
 		return clients{}, err
 	}
-	if c.reclaim, err = kube.NewPersistentVolumes(with(limits.removals)); err != nil {
+	if c.publishCopies, err = kube.NewCopies(mounts); err != nil {
+		return clients{}, err
+	}
+	if c.reclaim, err = kube.NewPersistentVolumes(removals); err != nil {
+		return clients{}, err
+	}
+	if c.reclaimCopies, err = kube.NewCopies(removals); err != nil {
 		return clients{}, err
 	}
 	if c.events, err = kube.NewEventSink(with(limits.events)); err != nil {

@@ -31,10 +31,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"liken.sh/per-node/driver/internal/copyapi"
 )
 
-// Scheme knows the core/v1 types and nothing else: what the driver reads,
-// writes and records events on.
+// Scheme knows the core/v1 types and the driver's own Copy: what the
+// driver reads, writes and records events on.
 var Scheme = runtime.NewScheme()
 
 var (
@@ -46,6 +48,9 @@ func init() {
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	if err := corev1.AddToScheme(Scheme); err != nil {
 		panic(err) // a registration conflict in k8s.io/api itself
+	}
+	if err := copyapi.AddToScheme(Scheme); err != nil {
+		panic(err)
 	}
 }
 

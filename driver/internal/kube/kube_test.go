@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"gotest.tools/v3/assert"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"liken.sh/per-node/driver/internal/copyapi"
 )
 
 // apiServer answers every request with a copy of what it was sent (or, for
@@ -82,15 +84,16 @@ func TestTheClientsAskWhereTheClientsetAsks(t *testing.T) {
 	})
 }
 
-// The scheme knows core/v1 and the meta types a list or a watch carries,
-// and nothing of any other group.
-func TestTheSchemeIsCoreV1Alone(t *testing.T) {
-	for _, obj := range []runtime.Object{&corev1.PersistentVolume{}, &corev1.Event{}, &corev1.Node{}, &metav1.Status{}} {
+// The scheme knows core/v1, the driver's own Copy and the meta types a list
+// or a watch carries, and nothing of any other group.
+func TestTheSchemeIsCoreV1AndCopyAlone(t *testing.T) {
+	for _, obj := range []runtime.Object{&corev1.PersistentVolume{}, &corev1.Event{}, &corev1.Node{}, &metav1.Status{},
+		&copyapi.Copy{}, &copyapi.CopyList{}} {
 		_, _, err := Scheme.ObjectKinds(obj)
 		assert.NilError(t, err, "%T", obj)
 	}
 	for _, gv := range Scheme.PreferredVersionAllGroups() {
-		assert.Equal(t, gv.Group, "", "the scheme knows group %s", gv)
+		assert.Assert(t, gv.Group == "" || gv == copyapi.SchemeGroupVersion, "the scheme knows group %s", gv)
 	}
 }
 

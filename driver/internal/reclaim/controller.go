@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/copyapi"
 	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/metrics"
 )
@@ -72,13 +72,16 @@ type Copies interface {
 // of Nodes that are gone.
 type Controller struct {
 	client  kube.PersistentVolumes
+	copies  kube.Copies
 	meta    metadata.Interface
 	node    string
-	copies  Copies
+	disk    Copies
 	tracker *Tracker
 	queue   workqueue.TypedRateLimitingInterface[string]
 	pvs     listersv1.PersistentVolumeLister
 	nodes   cache.GenericLister
+	// own is this node's Copies, indexed by volume.
+	own     cache.Indexer
 	metrics *metrics.Metrics
 	// gone times the records of missing nodes on the live PVs this node
 	// holds.
@@ -90,9 +93,9 @@ type Controller struct {
 // NewController returns the controller of node. meta watches Nodes as
 // metadata only. m (may be nil) counts removals, and is given the records
 // this node holds to report.
-func NewController(client kube.PersistentVolumes, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
-	c := &Controller{client: client, meta: meta, node: node, copies: copies, metrics: m,
-		tracker: NewTracker(client, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
+func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
+	c := &Controller{client: client, copies: copyClient, meta: meta, node: node, disk: copies, metrics: m,
+		tracker: NewTracker(client, copyClient, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// A copy held by a pod is retried at most 10 s apart, so it goes
 			// soon after the pod; retries of a held copy cost no API call.
@@ -157,10 +160,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	stop, err := kube.Start(ctx, pvInformer, nodeInformer)
+	copyInformer, err := c.ownCopies()
+	if err != nil {
+		return err
+	}
+	stop, err := kube.Start(ctx, pvInformer, nodeInformer, copyInformer)
 	defer stop()
 	if err != nil {
-		return fmt.Errorf("PersistentVolumes and Nodes: %w", err)
+		return fmt.Errorf("PersistentVolumes, Nodes and Copies: %w", err)
 	}
 	c.synced.Store(true)
 	if err := c.queueLocal(); err != nil {
@@ -173,6 +180,78 @@ func (c *Controller) Run(ctx context.Context) error {
 	}()
 	c.work(ctx)
 	return nil
+}
+
+// byVolume indexes Copies by their volume.
+const byVolume = "volume"
+
+// ownCopies is the informer of this node's Copies (a label selects them;
+// their spec decides): a change to one queues its volume.
+func (c *Controller) ownCopies() (cache.SharedIndexInformer, error) {
+	inf := kube.CopyInformer(c.copies, resync, copyapi.NodeSelector(c.node))
+	if err := inf.AddIndexers(cache.Indexers{byVolume: func(obj any) ([]string, error) {
+		if cp, ok := obj.(*copyapi.Copy); ok && cp.Spec.Node == c.node {
+			return []string{cp.Spec.Volume}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	if err := inf.SetTransform(lean); err != nil {
+		return nil, err
+	}
+	c.own = inf.GetIndexer()
+	if _, err := inf.AddEventHandler(c.metrics.Receiving("copies")); err != nil {
+		return nil, err
+	}
+	onCopy := func(obj any) {
+		if cp, ok := obj.(*copyapi.Copy); ok && cp.Spec.Node == c.node {
+			c.queue.Add(cp.Spec.Volume)
+		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			if cp, ok := d.Obj.(*copyapi.Copy); ok {
+				c.queue.Add(cp.Spec.Volume)
+			}
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onCopy, UpdateFunc: func(_, n any) { onCopy(n) }, DeleteFunc: onCopy})
+	return inf, err
+}
+
+// OwnCopy returns this node's Copy of the PV volume of UID uid as the
+// informer last saw it (the oldest, if a retried create left two).
+func (c *Controller) OwnCopy(volume, uid string) (*copyapi.Copy, bool) {
+	if c.own == nil {
+		return nil, false
+	}
+	var found *copyapi.Copy
+	for _, cp := range c.ownOf(volume) {
+		if cp.Spec.VolumeUID == uid && (found == nil || older(cp, found)) {
+			found = cp
+		}
+	}
+	return found, c.synced.Load()
+}
+
+// ownOf is every Copy of this node of the PVs named volume, whatever their
+// UID.
+func (c *Controller) ownOf(volume string) []*copyapi.Copy {
+	objs, _ := c.own.ByIndex(byVolume, volume)
+	out := make([]*copyapi.Copy, 0, len(objs))
+	for _, o := range objs {
+		if cp, ok := o.(*copyapi.Copy); ok {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// older says whether a was created before b (by name when at once).
+func older(a, b *copyapi.Copy) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // work runs the workers until the queue shuts down.
@@ -215,18 +294,10 @@ func lean(obj any) (any, error) {
 // othersPV is what the controller reads of a PV that is not per-node's:
 // that it is not (spec.csi's driver and handle, for CheckOurs' message),
 // and what decides a copy on disk that bears its name (UID, finalizers,
-// deletion, this driver's record annotations).
+// deletion).
 func othersPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	kept := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name, UID: pv.UID,
 		ResourceVersion: pv.ResourceVersion, DeletionTimestamp: pv.DeletionTimestamp, Finalizers: pv.Finalizers}}
-	for k, v := range pv.Annotations {
-		if strings.HasPrefix(k, FinalizerPrefix) {
-			if kept.Annotations == nil {
-				kept.Annotations = map[string]string{}
-			}
-			kept.Annotations[k] = v
-		}
-	}
 	if csi := pv.Spec.CSI; csi != nil {
 		kept.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: csi.Driver, VolumeHandle: csi.VolumeHandle}
 	}
@@ -265,7 +336,7 @@ func (c *Controller) onNode(node string) {
 
 // queueLocal queues every copy on this node's disk, whatever its PV.
 func (c *Controller) queueLocal() error {
-	handles, err := c.copies.Handles()
+	handles, err := c.disk.Handles()
 	if err != nil {
 		return fmt.Errorf("list this node's copies: %w", err)
 	}
@@ -280,7 +351,7 @@ func (c *Controller) queueLocal() error {
 func (c *Controller) emptyTrash(ctx context.Context) {
 	backoff := time.Second
 	for {
-		err := c.copies.EmptyTrash()
+		err := c.disk.EmptyTrash()
 		if err == nil {
 			return
 		}
@@ -334,11 +405,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // syncUncached handles a name the cache does not know: if this node has a
 // copy, a fresh read decides.
 func (c *Controller) syncUncached(ctx context.Context, name string) error {
-	has, err := c.copies.HasCopy(name)
+	has, err := c.disk.HasCopy(name)
 	if err != nil || !has {
 		return err
 	}
-	uid, err := c.copies.CopyUID(name)
+	uid, err := c.disk.CopyUID(name)
 	if err != nil {
 		return err
 	}
@@ -354,17 +425,21 @@ func (c *Controller) syncUncached(ctx context.Context, name string) error {
 
 // syncCopy decides this node's copy of pv and its record.
 func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) error {
-	has, err := c.copies.HasCopy(pv.Name)
+	if err := c.tidyOwn(ctx, pv); err != nil {
+		return err
+	}
+	own, _ := c.OwnCopy(pv.Name, string(pv.UID))
+	has, err := c.disk.HasCopy(pv.Name)
 	if err != nil {
 		return err
 	}
 	if !has {
-		if removable(pv) && slices.Contains(pv.Finalizers, Finalizer(c.node)) {
-			return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
+		if removable(pv) && own != nil {
+			return c.dropOwn(ctx, pv, own)
 		}
 		return nil
 	}
-	uid, err := c.copies.CopyUID(pv.Name)
+	uid, err := c.disk.CopyUID(pv.Name)
 	if err != nil {
 		return err
 	}
@@ -375,14 +450,71 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 		if err := c.removeCopy(pv.Name, uid, metrics.RemovedDeleted, "its PersistentVolume is being deleted"); err != nil {
 			return err
 		}
-		if !slices.Contains(pv.Finalizers, Finalizer(c.node)) {
-			return nil // a copy that predates tracking: no record to drop
-		}
-		return Forget(ctx, c.client, pv.Name, string(pv.UID), c.node)
-	case pv.DeletionTimestamp != nil, uid == "", HasRecord(pv, c.node):
+		return c.dropOwn(ctx, pv, own) // no Copy: a copy that predates it; the PV may still be released
+	case pv.DeletionTimestamp != nil, uid == "", own != nil && hasFinalizer(pv):
 		return nil // waits for its claim; bound to no PV (the next publish replaces it); recorded
 	}
 	return c.rerecord(ctx, pv)
+}
+
+// dropOwn deletes this node's Copy of pv (own, if any: its copy is gone)
+// and releases pv if no Copy of it is left.
+func (c *Controller) dropOwn(ctx context.Context, pv *corev1.PersistentVolume, own *copyapi.Copy) error {
+	if own != nil {
+		dctx, cancel := context.WithTimeout(ctx, APITimeout)
+		err := deleteCopy(dctx, c.copies, own)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return release(ctx, c.client, c.copies, pv)
+}
+
+// tidyOwn deletes this node's Copies of the name of pv that no copy needs:
+// a second Copy of the same PV (a create retried after its answer was
+// lost), and a Copy of another UID once a fresh read shows that no PV of
+// that UID exists and the copy on disk is not bound to it.
+func (c *Controller) tidyOwn(ctx context.Context, pv *corev1.PersistentVolume) error {
+	mine := c.ownOf(pv.Name)
+	if len(mine) < 2 && (len(mine) == 0 || mine[0].Spec.VolumeUID == string(pv.UID)) {
+		return nil
+	}
+	keep, _ := c.OwnCopy(pv.Name, string(pv.UID))
+	var stale []*copyapi.Copy
+	for _, cp := range mine {
+		if cp != keep {
+			stale = append(stale, cp)
+		}
+	}
+	diskUID, err := c.disk.CopyUID(pv.Name)
+	if err != nil {
+		diskUID = "" // no copy on disk
+	}
+	var fresh *corev1.PersistentVolume
+	for _, cp := range stale {
+		if cp.Spec.VolumeUID != string(pv.UID) {
+			if cp.Spec.VolumeUID == diskUID {
+				continue // the copy on disk is its: removeIfReplaced decides
+			}
+			if fresh == nil {
+				if fresh, err = getPVFresh(ctx, c.client, pv.Name); err != nil && !errors.Is(err, ErrNoVolume) {
+					return err
+				}
+			}
+			if fresh != nil && string(fresh.UID) == cp.Spec.VolumeUID {
+				continue // the cache was behind
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, APITimeout)
+		err := deleteCopy(dctx, c.copies, cp)
+		cancel()
+		if err != nil {
+			return err
+		}
+		klog.InfoS("Deleted a Copy this node's copy does not need", "volume_id", pv.Name, "copy", cp.Name, "uid", cp.Spec.VolumeUID)
+	}
+	return nil
 }
 
 // removeIfReplaced removes a copy bound to uid once a fresh read confirms
@@ -421,7 +553,7 @@ func (c *Controller) rerecord(ctx context.Context, pv *corev1.PersistentVolume) 
 // since (ErrCopyChanged) is left, and the error brings the volume back to
 // the queue: the next sync decides on the copy that is there.
 func (c *Controller) removeCopy(name, uid, kind, reason string) error {
-	removed, err := c.copies.RemoveCopy(name, uid)
+	removed, err := c.disk.RemoveCopy(name, uid)
 	if err != nil {
 		return fmt.Errorf("remove the copy (%s): %w", reason, err) // held: retried until the pod leaves
 	}
@@ -432,67 +564,73 @@ func (c *Controller) removeCopy(name, uid, kind, reason string) error {
 	return nil
 }
 
-// forgetGoneNodes drops, from a PV being deleted, the records of nodes whose
-// Node object is gone, in one PATCH: the API server's own NotFound for
-// each (never an error, never a guess). On a live PV a gone node's record
-// is harmless, and a Node that is deleted and registers again keeps its
-// records; the admission policy lets a node drop another node's record
-// only then.
+// forgetGoneNodes deletes, of a PV being deleted, the Copies of nodes whose
+// Node object is gone: the API server's own NotFound for each (never an
+// error, never a guess). It releases the PV once no Copy is left.
 //
-// One driver does it: the first live node in the PV's records (a live
-// node's own record goes only after its copy, so one is there until the
-// end). The others that hold a record ask about the nodes recorded before
+// One driver does it: the first live node of those that hold a Copy, by
+// name (a live node's own Copy goes only after its copy, so one is there
+// until the end). The others that hold a Copy ask about the nodes before
 // their own and stop at the first live one; a node that holds none waits
-// orphanedAfter (and a share of it of its own, so that not every driver
-// of the cluster asks at once), and then acts only if no recorded node is
-// live, so the PV is never stuck.
+// orphanedAfter (and a share of it of its own, so that not every driver of
+// the cluster asks at once), and then acts only if no node that holds a
+// Copy is live, so the PV is never stuck.
 func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentVolume) error {
-	recorded := Recorded(pv)
-	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
-	if len(others) == 0 {
+	if !hasFinalizer(pv) {
 		return nil
 	}
-	self := slices.Index(recorded, c.node)
-	if self < 0 {
+	own, _ := c.OwnCopy(pv.Name, string(pv.UID))
+	if own == nil {
 		if wait := orphanedAfter + spread(c.node) - time.Since(pv.DeletionTimestamp.Time); wait > 0 {
 			c.queue.AddAfter(pv.Name, wait)
 			return nil
 		}
+	}
+	cs, err := copiesOf(ctx, c.copies, pv.Name, string(pv.UID))
+	if err != nil {
+		return err
+	}
+	recorded := holders(cs)
+	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	if len(others) == 0 {
+		if own == nil {
+			return release(ctx, c.client, c.copies, pv)
+		}
+		return nil // this node's own removal releases it
 	}
 	live, err := c.liveNodes(ctx, others)
 	if err != nil {
 		return err
 	}
 	before := recorded
-	if self >= 0 {
+	if self := slices.Index(recorded, c.node); self >= 0 {
 		before = recorded[:self]
 	}
 	if slices.ContainsFunc(before, func(n string) bool { return live[n] }) {
-		return nil // a live node recorded before this one does it
+		return nil // a live node before this one does it
 	}
 	gone := slices.DeleteFunc(others, func(n string) bool { return live[n] })
-	if err := Forget(ctx, c.client, pv.Name, string(pv.UID), gone...); err != nil {
+	if err := Forget(ctx, c.client, c.copies, pv, gone...); err != nil {
 		return err
 	}
 	if len(gone) > 0 {
-		klog.InfoS("Dropped the records of nodes that are gone", "volume_id", pv.Name, "nodes", len(gone), "first", gone[0])
+		klog.InfoS("Deleted the Copies of nodes that are gone", "volume_id", pv.Name, "nodes", len(gone), "first", gone[0])
 	}
 	return nil
 }
 
-// forgetGoneLive drops, from a live PV this node holds, the records of nodes
+// forgetGoneLive deletes, of a live PV this node holds, the Copies of nodes
 // whose Node object has been missing for the grace period: a store in an
-// autoscaled pool would otherwise leave a record on every node it ever
+// autoscaled pool would otherwise leave a Copy on every node it ever
 // visited. Only holders look (every quarter of the grace period, and no
 // more often whatever the PV's events), and of them only the first live
-// node in the records acts, as on a PV being deleted. A node is missing on
-// the API server's own NotFound only, found so at every look of the period
-// (goneClock) and by the fresh read that drops it. A node that comes back records
-// itself again from the copy on its disk.
+// node by name acts, as on a PV being deleted. A node is missing on the API
+// server's own NotFound only, found so at every look of the period
+// (goneClock) and by the fresh read that drops it. A node that comes back
+// records itself again from the copy on its disk.
 func (c *Controller) forgetGoneLive(ctx context.Context, pv *corev1.PersistentVolume) error {
-	recorded := Recorded(pv)
-	self := slices.Index(recorded, c.node)
-	if c.gone.after <= 0 || !ours(pv) || pv.DeletionTimestamp != nil || self < 0 || len(recorded) == 1 {
+	own, _ := c.OwnCopy(pv.Name, string(pv.UID))
+	if c.gone.after <= 0 || !ours(pv) || pv.DeletionTimestamp != nil || own == nil {
 		c.gone.dropped(pv.Name)
 		return nil
 	}
@@ -501,24 +639,32 @@ func (c *Controller) forgetGoneLive(ctx context.Context, pv *corev1.PersistentVo
 		c.queue.AddAfter(pv.Name, wait)
 		return nil
 	}
-	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
-	live, err := c.liveNodes(ctx, others)
+	cs, err := copiesOf(ctx, c.copies, pv.Name, string(pv.UID))
 	if err != nil {
 		return err
 	}
-	if slices.ContainsFunc(recorded[:self], func(n string) bool { return live[n] }) {
-		others = nil // a live node recorded before this one does it
+	recorded := holders(cs)
+	self := slices.Index(recorded, c.node)
+	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	var live map[string]bool
+	if len(others) > 0 {
+		if live, err = c.liveNodes(ctx, others); err != nil {
+			return err
+		}
+	}
+	if self > 0 && slices.ContainsFunc(recorded[:self], func(n string) bool { return live[n] }) {
+		others = nil // a live node before this one does it
 	}
 	due, next := c.gone.seen(pv.Name, now, live, others)
 	c.queue.AddAfter(pv.Name, next)
 	if len(due) == 0 {
 		return nil
 	}
-	if err := Forget(ctx, c.client, pv.Name, string(pv.UID), due...); err != nil {
+	if err := forgetCopies(ctx, c.copies, pv.Name, string(pv.UID), due); err != nil {
 		return err
 	}
 	c.gone.dropped(pv.Name, due...)
-	klog.InfoS("Dropped the records of nodes gone for longer than the grace period", "volume_id", pv.Name,
+	klog.InfoS("Deleted the Copies of nodes gone for longer than the grace period", "volume_id", pv.Name,
 		"nodes", len(due), "first", due[0], "grace", c.gone.after)
 	return nil
 }
@@ -538,9 +684,6 @@ func spread(node string) time.Duration {
 // askEach is how many nodes are asked about one GET each; more are read by
 // one paged list of every Node's metadata.
 const askEach = 8
-
-// listPage is how many Nodes a page of that list holds.
-const listPage = 500
 
 // liveNodes says which of nodes exist. A node is gone only on the API
 // server's own NotFound for it, or when a complete list of Nodes lacks it;

@@ -22,12 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"liken.sh/per-node/driver/internal/copyapi"
 )
 
 // fakeCopies is this node's disk, as the controller sees it. Safe for the
@@ -107,16 +108,16 @@ func nodeMeta(name string) *metav1.PartialObjectMetadata {
 // if it is among them (the informer watches only that one).
 type testController struct {
 	*Controller
-	client *fake.Clientset
-	meta   *metadatafake.FakeMetadataClient
+	world
+	meta *metadatafake.FakeMetadataClient
 }
 
 func newController(t *testing.T, self string, copies *fakeCopies, nodes []string, pvs ...*corev1.PersistentVolume) testController {
 	t.Helper()
-	objs := make([]runtime.Object, 0, len(pvs))
+	w := newWorld(pvs...)
+	objs, cs := seed(pvs...)
 	pvIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	for _, p := range pvs {
-		objs = append(objs, p)
+	for _, p := range objs {
 		assert.NilError(t, pvIndex.Add(p))
 	}
 	scheme := runtime.NewScheme()
@@ -129,12 +130,26 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 			assert.NilError(t, nodeIndex.Add(nodeMeta(n)))
 		}
 	}
-	c := fake.NewClientset(objs...)
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
-	ctl := NewController(fakePVs{c.CoreV1().PersistentVolumes()}, meta, self, copies, nil)
+	ctl := NewController(fakePVs{w.client.CoreV1().PersistentVolumes()}, w.copies, meta, self, copies, nil)
 	ctl.pvs = listersv1.NewPersistentVolumeLister(pvIndex)
 	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
-	return testController{Controller: ctl, client: c, meta: meta}
+	ctl.own = ownIndex(t, self, cs...)
+	return testController{Controller: ctl, world: w, meta: meta}
+}
+
+// ownIndex is the controller's index of self's Copies, holding those of cs.
+func ownIndex(t *testing.T, self string, cs ...*copyapi.Copy) cache.Indexer {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byVolume: func(obj any) ([]string, error) {
+		return []string{obj.(*copyapi.Copy).Spec.Volume}, nil
+	}})
+	for _, c := range cs {
+		if c.Spec.Node == self {
+			assert.NilError(t, idx.Add(c))
+		}
+	}
+	return idx
 }
 
 // fakePVs is the fake clientset's client of PersistentVolumes, saying as
@@ -171,11 +186,11 @@ func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
 		wantRemoved bool
 		wantFinal   []string
 	}{
-		{"deleted, claim gone", deleting(pv("v", "u", Finalizer(me))), false, false, true, []string{}},
-		{"deleted, claim still bound", deleting(pv("v", "u", pvProtection, Finalizer(me))), false, false, false,
-			[]string{pvProtection, Finalizer(me)}},
-		{"deleted, a pod still holds it", deleting(pv("v", "u", Finalizer(me))), true, true, false, []string{Finalizer(me)}},
-		{"not deleted", pv("v", "u", Finalizer(me)), false, false, false, []string{Finalizer(me)}},
+		{"deleted, claim gone", deleting(pv("v", "u", rec(me))), false, false, true, nil},
+		{"deleted, claim still bound", deleting(pv("v", "u", pvProtection, rec(me))), false, false, false,
+			recs(pvProtection, rec(me))},
+		{"deleted, a pod still holds it", deleting(pv("v", "u", rec(me))), true, true, false, recs(rec(me))},
+		{"not deleted", pv("v", "u", rec(me)), false, false, false, recs(rec(me))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copies := &fakeCopies{uids: map[string]string{"v": "u"}, held: map[string]bool{"v": tc.held}}
@@ -183,44 +198,32 @@ func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
 			err := ctl.sync(ctx, "v")
 			assert.Equal(t, err != nil, tc.wantErr, "err %v", err)
 			assert.Equal(t, len(copies.removed) == 1, tc.wantRemoved, "removed: %v", copies.removed)
-			assert.DeepEqual(t, finalizersOf(t, ctl.client, "v"), tc.wantFinal)
-			noUpdates(t, ctl.client)
+			assert.DeepEqual(t, ctl.view(t, "v"), tc.wantFinal)
+			noUpdates(t, ctl.world.client)
 		})
 	}
 }
 
-// Records of nodes that are gone are dropped, whatever the length of their
-// names, in one PATCH; records of nodes that exist (this one included)
-// never are.
+// Copies of nodes that are gone are deleted, whatever the length of their
+// names; Copies of nodes that exist (this one included) never are.
 func TestSyncDropsRecordsOfNodesThatAreGone(t *testing.T) {
 	for _, self := range []string{me, name63, name64, name253} {
 		t.Run("self "+self[:8], func(t *testing.T) {
-			// Alive: self, name63, name253. Gone: "gone", and name64 unless it is self.
-			alive := []string{name63, name253}
-			if !slices.Contains(alive, self) {
-				alive = append(alive, self)
-			}
-			// Self first: the first live node in the records drops them.
-			records := []string{self}
-			for _, n := range []string{"gone", name63, name64, name253} {
-				if n != self {
+			// Alive: self and "zz-alive" (after self by name: self acts).
+			// Gone: "gone" and the long names that are not self.
+			alive := []string{self, "zz-alive"}
+			records := []string{"zz-alive"}
+			for _, n := range []string{self, "gone", name63, name64, name253} {
+				if !slices.Contains(records, n) {
 					records = append(records, n)
 				}
 			}
 			p := deleting(recorded(pv("v", "u", pvProtection), records...)) // the claim is still bound
 			ctl := newController(t, self, &fakeCopies{uids: map[string]string{}}, alive, p)
 			assert.NilError(t, ctl.sync(context.Background(), "v"))
-			got := getPVT(t, ctl.client, "v")
-			for _, n := range []string{self, name63, name64, name253, "gone"} {
-				want := slices.Contains(alive, n)
-				assert.Equal(t, HasRecord(got, n), want, "record of %.8s... (alive %v): finalizers %v", n, want, got.Finalizers)
-				if !want {
-					assert.Assert(t, !slices.Contains(got.Finalizers, Finalizer(n)), "finalizer of gone node %.8s left", n)
-					_, ok := got.Annotations[Finalizer(n)]
-					assert.Assert(t, !ok, "annotation of gone node %.8s left", n)
-				}
-			}
-			noUpdates(t, ctl.client)
+			assert.DeepEqual(t, ctl.holders(t, "v"), sorted(alive))
+			assert.DeepEqual(t, finalizersOfPV(t, ctl.world, "v"), []string{pvProtection, Finalizer})
+			noUpdates(t, ctl.world.client)
 		})
 	}
 }
@@ -236,7 +239,7 @@ func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("maybe")})
+	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("maybe")))
 
 	// A NotFound about another Node: kept.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deletingSince(recorded(pv("w", "u", pvProtection), "maybe"), long))
@@ -244,22 +247,22 @@ func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
 		return true, nil, apierrors.NewNotFound(nodesResource.GroupResource(), "another")
 	})
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("maybe")})
+	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("maybe")))
 
 	// On a live PV a gone node's record stays: the Node may register again.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, recorded(pv("w", "u"), "away"))
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{Finalizer("away")})
+	assert.DeepEqual(t, ctl.view(t, "w"), recs(rec("away")))
 
 	// The read finds it: kept.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me, "new"}, deletingSince(recorded(pv("w", "u", pvProtection), "new"), long))
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection, Finalizer("new")})
+	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("new")))
 
 	// The API server's own NotFound for it: dropped.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deletingSince(recorded(pv("w", "u", pvProtection), "gone"), long))
 	assert.NilError(t, ctl.sync(context.Background(), "w"))
-	assert.DeepEqual(t, finalizersOf(t, ctl.client, "w"), []string{pvProtection})
+	assert.DeepEqual(t, ctl.view(t, "w"), []string{pvProtection})
 }
 
 // A copy whose live PV does not list this node is the same volume's copy:
@@ -273,8 +276,8 @@ func TestAMissingRecordIsNotPermissionToDelete(t *testing.T) {
 			assert.NilError(t, ctl.queueLocal())
 			assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
 			assert.DeepEqual(t, copies.removed, []string(nil))
-			assert.Assert(t, HasRecord(getPVT(t, ctl.client, "store"), self), "record not restored")
-			noUpdates(t, ctl.client)
+			assert.Assert(t, ctl.has(t, "store", self), "record not restored")
+			noUpdates(t, ctl.world.client)
 		})
 	}
 
@@ -302,9 +305,9 @@ func TestCopiesAtStart(t *testing.T) {
 	ctl := newController(t, me, copies, []string{me},
 		recorded(pv("reborn", "new-uid"), me), pv("forgotten", "u3"), recorded(pv("kept", "u4"), me),
 		pv("untracked", "u5"))
-	_, err := ctl.client.CoreV1().PersistentVolumes().Create(context.Background(), recorded(pv("uncached", "u7"), me), metav1.CreateOptions{})
+	_, err := ctl.world.client.CoreV1().PersistentVolumes().Create(context.Background(), recorded(pv("uncached", "u7"), me), metav1.CreateOptions{})
 	assert.NilError(t, err)
-	ctl.client.PrependReactor("get", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	ctl.world.client.PrependReactor("get", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.(clienttesting.GetAction).GetName() == "unreachable" {
 			return true, nil, apierrors.NewServiceUnavailable("down")
 		}
@@ -315,7 +318,7 @@ func TestCopiesAtStart(t *testing.T) {
 	assert.DeepEqual(t, sorted(copies.removed), []string{"gone", "reborn"})
 	assert.Equal(t, len(failed), 1, "failed: %v", failed)
 	assert.Assert(t, errors.Is(failed["unreachable"], ErrAPI), "an undecided copy is retried: %v", failed)
-	assert.Assert(t, HasRecord(getPVT(t, ctl.client, "forgotten"), me))
+	assert.Assert(t, ctl.has(t, "forgotten", me))
 }
 
 func sorted(s []string) []string {
@@ -370,7 +373,7 @@ func TestRemovalsRunAtOnce(t *testing.T) {
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
 		left := 0
 		for _, p := range pvs {
-			if got, err := tc.client.CoreV1().PersistentVolumes().Get(ctx, p.Name, metav1.GetOptions{}); err == nil && HasRecord(got, me) {
+			if got, err := tc.world.client.CoreV1().PersistentVolumes().Get(ctx, p.Name, metav1.GetOptions{}); err == nil && slices.Contains(got.Finalizers, Finalizer) && slices.Contains(tc.holders(t, p.Name), me) {
 				left++
 			}
 		}
@@ -424,7 +427,7 @@ func TestLeanKeepsWhatTheControllerReads(t *testing.T) {
 			ResourceVersion: "9", Finalizers: []string{pvProtection}}}},
 		{"another CSI driver, being deleted, with this driver's record", othersCSI("nfs"), &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: "nfs", UID: "uid-n", ResourceVersion: "7", DeletionTimestamp: othersCSI("nfs").DeletionTimestamp,
-				Finalizers: []string{pvProtection, Finalizer(name253)}, Annotations: map[string]string{Finalizer(name253): name253}},
+				Finalizers: []string{pvProtection, Finalizer}},
 			Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
 				CSI: &corev1.CSIPersistentVolumeSource{Driver: "nfs.csi.k8s.io", VolumeHandle: "share-1"}}}}},
 	} {
@@ -461,12 +464,12 @@ func localPV(name string) *corev1.PersistentVolume {
 }
 
 // othersCSI is a PV of another CSI driver, being deleted, that bears this
-// driver's record of a node with a long name (someone copied them).
+// driver's finalizer (someone copied it).
 func othersCSI(name string) *corev1.PersistentVolume {
-	p := recorded(pv(name, "uid-n", pvProtection), name253)
+	p := pv(name, "uid-n", pvProtection, Finalizer)
 	p.Spec.CSI.Driver, p.Spec.CSI.VolumeHandle = "nfs.csi.k8s.io", "share-1"
 	p.Spec.CSI.VolumeAttributes = map[string]string{"server": "nfs.example", "share": "/exports"}
-	p.Annotations["pv.kubernetes.io/provisioned-by"] = "nfs.csi.k8s.io"
+	p.Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": "nfs.csi.k8s.io"}
 	p.DeletionTimestamp = &deletedAt
 	return p
 }
@@ -499,7 +502,7 @@ func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
 						assert.NilError(t, idx.Add(cached))
 						ctl.pvs = listersv1.NewPersistentVolumeLister(idx)
 						err = ctl.sync(context.Background(), "data")
-						for _, a := range ctl.client.Actions() {
+						for _, a := range ctl.world.client.Actions() {
 							actions = append(actions, fmt.Sprintf("%s %s", a.GetVerb(), a.GetResource().Resource))
 						}
 						return actions, fc.removed, err
@@ -517,12 +520,12 @@ func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
 	}
 }
 
-// Every node's driver sees every PV being deleted. The records of gone nodes
-// are dropped by one driver, in one PATCH: the first live node in the PV's
-// records (a live node's own record goes only after its copy, so one is
-// there until the end). A node recorded later asks only about those before
-// it; a node with no record waits orphanedAfter and then acts only if no
-// recorded node is live, so the PV is never stuck.
+// Every node's driver sees every PV being deleted. The Copies of gone nodes
+// are deleted by one driver: the first live node, by name, of those that
+// hold one (a live node's own Copy goes only after its copy, so one is
+// there until the end). A node after a live one leaves it to that one; a
+// node with no Copy waits orphanedAfter and then acts only if no node that
+// holds one is live, so the PV is never stuck.
 func TestOneLiveRecordedNodeDropsTheRecordsOfGoneNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name, self string
@@ -558,21 +561,14 @@ func TestOneLiveRecordedNodeDropsTheRecordsOfGoneNodes(t *testing.T) {
 			}
 			slices.Sort(asked)
 			assert.DeepEqual(t, asked, append([]string{}, slices.Sorted(slices.Values(tc.wantAsked))...))
-			got := getPVT(t, ctl.client, "v")
-			left := []string{}
-			for _, n := range []string{"a", "b", "gone", "gone2"} {
-				if HasRecord(got, n) {
-					left = append(left, n)
-				}
-			}
-			assert.DeepEqual(t, left, tc.wantLeft)
+			assert.DeepEqual(t, ctl.holders(t, "v"), tc.wantLeft)
 			patches := 0
-			for _, a := range ctl.client.Actions() {
+			for _, a := range ctl.world.client.Actions() {
 				if a.GetVerb() == "patch" {
 					patches++
 				}
 			}
-			assert.Assert(t, patches <= 1, "%d PATCHes of the PV, want one at most: %v", patches, ctl.client.Actions())
+			assert.Assert(t, patches <= 1, "%d PATCHes of the PV, want one at most: %v", patches, ctl.world.client.Actions())
 		})
 	}
 }
@@ -598,7 +594,7 @@ func TestManyRecordedNodesAreReadByAList(t *testing.T) {
 	}
 	assert.Equal(t, gets, 0, "GETs of Nodes")
 	assert.Equal(t, lists, 1, "lists of Nodes")
-	assert.DeepEqual(t, Recorded(getPVT(t, ctl.client, "v")), []string{"a", "b"})
+	assert.DeepEqual(t, ctl.holders(t, "v"), []string{"a", "b"})
 
 	// A list that fails drops nothing, and the PV is retried.
 	ctl = newController(t, "a", &fakeCopies{uids: map[string]string{}}, []string{"a", "b"}, deleting(recorded(pv("v", "u", pvProtection), records...)))
@@ -606,7 +602,7 @@ func TestManyRecordedNodesAreReadByAList(t *testing.T) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	assert.Assert(t, ctl.sync(context.Background(), "v") != nil, "a failed list of Nodes was not retried")
-	assert.Equal(t, len(Recorded(getPVT(t, ctl.client, "v"))), len(records))
+	assert.Equal(t, len(ctl.holders(t, "v")), len(records))
 }
 
 // The controller watches only its own Node: its informer's list and watch

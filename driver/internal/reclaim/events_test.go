@@ -10,7 +10,6 @@ import (
 	"gotest.tools/v3/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -28,9 +27,9 @@ func (r *refRecorder) Event(obj runtime.Object, _, _, _ string) {
 // that a PV created again under the same name never shows its
 // predecessor's story (kubectl describe matches events by UID).
 func TestEveryEventNamesThePVsUID(t *testing.T) {
-	c := fake.NewClientset(pv("store", "uid-1"))
+	w := newWorld(pv("store", "uid-1"))
 	rec := &refRecorder{}
-	tr := NewTracker(c.CoreV1().PersistentVolumes(), me, rec)
+	tr := NewTracker(w.client.CoreV1().PersistentVolumes(), w.copies, me, rec)
 	_, err := tr.Record(context.Background(), "store")
 	assert.NilError(t, err)
 	tr.Event(context.Background(), "store", corev1.EventTypeNormal, "CopyCreated", "made")

@@ -17,6 +17,8 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"liken.sh/per-node/driver/internal/copyapi"
 )
 
 // liveTest is a controller of self whose clock is a variable, over a live
@@ -49,7 +51,7 @@ func (lt *liveTest) syncAt(d time.Duration) (asked, left []string) {
 	t.Helper()
 	lt.clock = lt.clock.Add(d)
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	assert.NilError(t, idx.Add(getPVT(t, lt.client, "v")))
+	assert.NilError(t, idx.Add(getPVT(t, lt.world.client, "v")))
 	lt.pvs = listersv1.NewPersistentVolumeLister(idx)
 	lt.meta.ClearActions()
 	assert.NilError(t, lt.sync(context.Background(), "v"))
@@ -60,13 +62,14 @@ func (lt *liveTest) syncAt(d time.Duration) (asked, left []string) {
 		}
 	}
 	slices.Sort(asked)
-	return asked, Recorded(getPVT(t, lt.client, "v"))
+	return asked, lt.holders(t, "v")
 }
 
-func (lt *liveTest) patches() int {
+// deletions counts the requests that deleted Copies.
+func (lt *liveTest) deletions() int {
 	n := 0
-	for _, a := range lt.client.Actions() {
-		if a.GetVerb() == "patch" {
+	for _, v := range lt.copyVerbs() {
+		if v == "delete" || v == "delete-collection" {
 			n++
 		}
 	}
@@ -80,23 +83,24 @@ func (lt *liveTest) patches() int {
 func TestARecordOfANodeGoneForTheGracePeriodGoesFromALivePV(t *testing.T) {
 	const grace = time.Hour
 	lt := newLiveTest(t, "a", grace, []string{"a", "b"}, "a", "gone", "b", "gone2")
+	all := []string{"a", "b", "gone", "gone2"}
 	asked, left := lt.syncAt(0)
 	assert.DeepEqual(t, asked, []string{"b", "gone", "gone2"})
-	assert.Assert(t, is.DeepEqual(left, []string{"a", "gone", "b", "gone2"}), "a record went before the grace period began")
+	assert.Assert(t, is.DeepEqual(left, all), "a record went before the grace period began")
 
 	asked, left = lt.syncAt(time.Minute) // an event: no look before a quarter of the period
 	assert.DeepEqual(t, asked, []string{})
-	assert.DeepEqual(t, left, []string{"a", "gone", "b", "gone2"})
+	assert.DeepEqual(t, left, all)
 
 	asked, left = lt.syncAt(grace/2 - time.Minute)
 	assert.DeepEqual(t, asked, []string{"b", "gone", "gone2"})
-	assert.Assert(t, is.DeepEqual(left, []string{"a", "gone", "b", "gone2"}), "a record went half way through the grace period")
+	assert.Assert(t, is.DeepEqual(left, all), "a record went half way through the grace period")
 
 	asked, left = lt.syncAt(grace / 2)
 	assert.DeepEqual(t, asked, []string{"b", "gone", "gone2"})
 	assert.DeepEqual(t, left, []string{"a", "b"})
-	assert.Equal(t, lt.patches(), 1, "PATCHes: %v", lt.client.Actions())
-	noUpdates(t, lt.client)
+	assert.Equal(t, lt.deletions(), 2, "requests about Copies: %v", lt.copyVerbs())
+	noUpdates(t, lt.world.client)
 	pvs, missing := lt.gone.size()
 	assert.Equal(t, missing, 0, "missing nodes still timed after their records went")
 	assert.Equal(t, pvs, 1)
@@ -127,7 +131,7 @@ func TestANodeSeenAgainStartsTheGracePeriodAgain(t *testing.T) {
 	})
 	_, left = lt.syncAt(grace)
 	assert.Assert(t, is.DeepEqual(left, []string{"a", "b"}), "a record went on a read that failed")
-	assert.Equal(t, lt.patches(), 0)
+	assert.Equal(t, lt.deletions(), 0)
 }
 
 // Only the first live holder acts. A holder after a live one, a node that
@@ -146,7 +150,7 @@ func TestOnlyTheFirstLiveHolderDropsLiveRecords(t *testing.T) {
 		{name: "the_first_live_holder", self: "a", grace: grace,
 			records: []string{"gone", "a", "b"}, wantAsked: []string{"b", "gone"}, wantLeft: []string{"a", "b"}},
 		{name: "a_holder_after_a_live_one", self: "b", grace: grace,
-			records: []string{"a", "gone", "b"}, wantAsked: []string{"a", "gone"}, wantLeft: []string{"a", "gone", "b"}},
+			records: []string{"a", "gone", "b"}, wantAsked: []string{"a", "gone"}, wantLeft: []string{"a", "b", "gone"}},
 		{name: "a_node_without_a_record", self: "c", grace: grace,
 			records: []string{"a", "gone"}, wantAsked: []string{}, wantLeft: []string{"a", "gone"}},
 		{name: "the_only_record", self: "a", grace: grace,
@@ -174,23 +178,22 @@ func TestANodeRecordedAgainStartsTheGracePeriodAgain(t *testing.T) {
 	lt.syncAt(0)                                                        // b missing from here
 	// b's record is removed, b registers and records itself again, its
 	// Node is deleted again: no look found it live in between.
-	p := getPVT(t, lt.client, "v")
-	p.Finalizers = []string{pvProtection, Finalizer("a"), Finalizer("c")}
-	_, err := lt.client.CoreV1().PersistentVolumes().Update(context.Background(), p, metav1.UpdateOptions{})
-	assert.NilError(t, err)
+	b := lt.allCopies(t)
+	b = slices.DeleteFunc(b, func(c copyapi.Copy) bool { return c.Spec.Node != "b" })
+	assert.NilError(t, lt.world.copies.Tracker.Delete(copyGVR, "", b[0].Name))
 	lt.syncAt(grace / 4)
-	p = getPVT(t, lt.client, "v")
-	p.Finalizers = append(p.Finalizers, Finalizer("b"))
-	_, err = lt.client.CoreV1().PersistentVolumes().Update(context.Background(), p, metav1.UpdateOptions{})
-	assert.NilError(t, err)
-	lt.client.ClearActions()
+	again := copyOf("v", "u", "b")
+	again.Name += "-again"
+	assert.NilError(t, lt.world.copies.Tracker.Add(again))
 	_, left := lt.syncAt(grace / 2)
-	assert.Assert(t, is.DeepEqual(left, []string{"a", "c", "b"}), "a record went although its node had been recorded again")
+	assert.Assert(t, is.DeepEqual(left, []string{"a", "b", "c"}), "a record went although its node had been recorded again")
 	_, left = lt.syncAt(grace / 2)
-	assert.Assert(t, is.DeepEqual(left, []string{"a", "c", "b"}), "a record went half way through its new grace period")
+	assert.Assert(t, is.DeepEqual(left, []string{"a", "b", "c"}), "a record went half way through its new grace period")
 	_, left = lt.syncAt(grace / 2)
 	assert.DeepEqual(t, left, []string{"a", "c"})
 }
+
+var copyGVR = copyapi.SchemeGroupVersion.WithResource(copyapi.Resource)
 
 func TestGoneClock(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)

@@ -5,11 +5,10 @@ package reclaim
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 var recordsDesc = prometheus.NewDesc("per_node_records",
-	"PersistentVolumes that record this node as holding a copy (its finalizer), from the controller's cache.", nil, nil)
+	"PersistentVolumes that record this node as holding a copy (its Copy objects), from the controller's cache.", nil, nil)
 
 // recordsCollector reports the records this node holds, once the
 // controller's cache has synced.
@@ -21,16 +20,6 @@ func (r recordsCollector) Collect(ch chan<- prometheus.Metric) {
 	if !r.c.synced.Load() {
 		return
 	}
-	pvs, err := r.c.pvs.List(labels.Everything())
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(recordsDesc, err)
-		return
-	}
-	n := 0
-	for _, pv := range pvs {
-		if ours(pv) && HasRecord(pv, r.c.node) {
-			n++
-		}
-	}
+	n := len(r.c.own.ListIndexFuncValues(byVolume))
 	ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.GaugeValue, float64(n))
 }

@@ -20,7 +20,7 @@ func TestControllerMetrics(t *testing.T) {
 	m := metrics.New()
 	copies := &fakeCopies{uids: map[string]string{"gone": "u1", "deleted": "u2"}, held: map[string]bool{}}
 	ctl := newController(t, me, copies, []string{me},
-		pv("kept", "u0", Finalizer(me)), pv("other", "u3", Finalizer("worker-b")), deleting(pv("deleted", "u2", Finalizer(me))))
+		pv("kept", "u0", rec(me)), pv("other", "u3", rec("worker-b")), deleting(pv("deleted", "u2", rec(me))))
 	ctl.metrics = m
 	m.Register(recordsCollector{ctl.Controller})
 	assert.Equal(t, testutil.CollectAndCount(recordsCollector{ctl.Controller}), 0, "no figure before the cache syncs")
@@ -33,7 +33,7 @@ func TestControllerMetrics(t *testing.T) {
 # TYPE per_node_copy_removals_total counter
 per_node_copy_removals_total{reason="deleted"} 1
 per_node_copy_removals_total{reason="orphan"} 1
-# HELP per_node_records PersistentVolumes that record this node as holding a copy (its finalizer), from the controller's cache.
+# HELP per_node_records PersistentVolumes that record this node as holding a copy (its Copy objects), from the controller's cache.
 # TYPE per_node_records gauge
 per_node_records 2
 `), "per_node_copy_removals_total", "per_node_records")

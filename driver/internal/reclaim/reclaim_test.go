@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"liken.sh/per-node/driver/internal/copyapi"
 	"liken.sh/per-node/driver/internal/namepart"
 )
 
@@ -35,21 +37,6 @@ func pv(name, uid string, finalizers ...string) *corev1.PersistentVolume {
 		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
 			CSI: &corev1.CSIPersistentVolumeSource{Driver: DriverName, VolumeHandle: name}}},
 	}
-}
-
-// recorded is pv with node's full record (finalizer and, for a long name,
-// the annotation), as Record leaves it.
-func recorded(p *corev1.PersistentVolume, nodes ...string) *corev1.PersistentVolume {
-	for _, n := range nodes {
-		p.Finalizers = append(p.Finalizers, Finalizer(n))
-		if namepart.Hashed(n) {
-			if p.Annotations == nil {
-				p.Annotations = map[string]string{}
-			}
-			p.Annotations[Finalizer(n)] = n
-		}
-	}
-	return p
 }
 
 func deleting(p *corev1.PersistentVolume) *corev1.PersistentVolume {
@@ -72,11 +59,6 @@ func getPVT(t *testing.T, c *fake.Clientset, name string) *corev1.PersistentVolu
 	return got
 }
 
-func finalizersOf(t *testing.T, c *fake.Clientset, name string) []string {
-	t.Helper()
-	return getPVT(t, c, name).Finalizers
-}
-
 // noUpdates fails if the client ever sent a full-object update.
 func noUpdates(t *testing.T, c *fake.Clientset) {
 	t.Helper()
@@ -85,38 +67,18 @@ func noUpdates(t *testing.T, c *fake.Clientset) {
 	}
 }
 
-// Node names of 63, 64 and 253 characters: the longest a finalizer spells
-// out, the shortest it hashes, the longest a node may have.
+// Node names of 63, 64 and 253 characters: the longest a label value
+// spells out, the shortest it hashes, the longest a node may have.
 var (
 	name63  = strings.Repeat("a", 63)
 	name64  = strings.Repeat("b", 64)
 	name253 = strings.Repeat("c", 61) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 63) + "." + strings.Repeat("f", 63)
 )
 
-func TestFinalizerNames(t *testing.T) {
-	assert.Equal(t, len(name253), 253)
-	assert.Equal(t, Finalizer("kind-worker"), "per-node.liken.sh/kind-worker")
-	assert.Equal(t, Finalizer(name63), FinalizerPrefix+name63)
-	for _, long := range []string{name64, name253} {
-		f := Finalizer(long)
-		part := strings.TrimPrefix(f, FinalizerPrefix)
-		assert.Assert(t, len(part) <= 63, "%q is too long for a finalizer", part)
-		assert.Equal(t, Finalizer(long), f, "stable")
-		assert.Assert(t, Finalizer(long+"x") != f, "distinct")
-	}
-	// Every record reads back as the node that wrote it, whatever its length.
-	p := recorded(pv("v", "u"), "short", name63, name64, name253)
-	assert.DeepEqual(t, Recorded(p), []string{"short", name63, name64, name253})
-	for _, n := range []string{"short", name63, name64, name253} {
-		assert.Assert(t, HasRecord(p, n), "record of %q", n)
-	}
-	// A hashed finalizer without its annotation names nobody: never guessed.
-	bare := pv("w", "u", Finalizer(name64))
-	assert.DeepEqual(t, Recorded(bare), []string(nil))
-	assert.Assert(t, !HasRecord(bare, name64), "a hashed finalizer without its annotation is an incomplete record")
-}
-
-func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
+// A record is this node's Copy and the PV's one finalizer, appended after
+// the others; nothing else of the PV changes, a second record writes
+// nothing, and Forget deletes the Copy (a live PV keeps its finalizer).
+func TestRecordCreatesThisNodesCopyAndTheFinalizer(t *testing.T) {
 	for _, node := range []string{me, name63, name64, name253} {
 		t.Run(node[:8], func(t *testing.T) {
 			ctx := context.Background()
@@ -124,37 +86,51 @@ func TestRecordPatchesOnlyThisNodesRecord(t *testing.T) {
 			p.Labels = map[string]string{"team": "a"}
 			p.Annotations = map[string]string{"note": "kept"}
 			p.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "example", Name: "store"}
-			c := fake.NewClientset(p, deleting(pv("going", "uid-2", pvProtection)))
-			tr := NewTracker(c.CoreV1().PersistentVolumes(), node, nil)
+			w := newWorld(p, deleting(pv("going", "uid-2", pvProtection)))
+			tr := w.tracker(node)
 
 			uid, err := tr.Record(ctx, "store")
 			assert.NilError(t, err)
 			assert.Equal(t, uid, "uid-1")
-			got := getPVT(t, c, "store")
-			assert.DeepEqual(t, sorted(got.Finalizers), sorted([]string{pvProtection, "example.com/other", Finalizer(node)}))
-			assert.Assert(t, HasRecord(got, node))
+			got := getPVT(t, w.client, "store")
+			assert.DeepEqual(t, sorted(got.Finalizers), sorted([]string{pvProtection, "example.com/other", Finalizer}))
+			assert.DeepEqual(t, w.holders(t, "store"), []string{node})
+			cs := w.allCopies(t)
+			assert.Equal(t, len(cs), 1)
+			assert.DeepEqual(t, cs[0].Spec, copyapi.CopySpec{Volume: "store", VolumeUID: "uid-1", Node: node})
+			assert.DeepEqual(t, cs[0].Labels, map[string]string{copyapi.VolumeLabel: "store", copyapi.VolumeUIDLabel: "uid-1",
+				copyapi.NodeLabel: namepart.Of(node)})
 			assert.Equal(t, got.Annotations["note"], "kept")
 			assert.DeepEqual(t, got.Labels, p.Labels)
 			assert.DeepEqual(t, got.Spec, p.Spec)
 
+			writes := len(w.client.Actions()) + len(w.copies.Fake.Actions())
 			_, err = tr.Record(ctx, "store")
 			assert.NilError(t, err)
-			assert.DeepEqual(t, finalizersOf(t, c, "store"), got.Finalizers) // recorded once
+			assert.Equal(t, len(w.allCopies(t)), 1, "recorded once")
+			for _, a := range append(w.client.Actions(), w.copies.Fake.Actions()...)[writes:] {
+				assert.Assert(t, a.GetVerb() == "get" || a.GetVerb() == "list", "a second record wrote: %s %s", a.GetVerb(), a.GetResource().Resource)
+			}
 
-			assert.NilError(t, Forget(ctx, c.CoreV1().PersistentVolumes(), "store", "uid-1", node))
-			got = getPVT(t, c, "store")
-			assert.DeepEqual(t, sorted(got.Finalizers), []string{"example.com/other", pvProtection})
-			assert.DeepEqual(t, got.Annotations, map[string]string{"note": "kept"})
+			assert.NilError(t, Forget(ctx, w.client.CoreV1().PersistentVolumes(), w.copies, getPVT(t, w.client, "store"), node))
+			assert.DeepEqual(t, w.holders(t, "store"), []string{})
+			assert.DeepEqual(t, sorted(finalizersOfPV(t, w, "store")), sorted([]string{pvProtection, "example.com/other", Finalizer})) // live: kept
 
 			_, err = tr.Record(ctx, "going")
 			assert.Assert(t, errors.Is(err, ErrDeleting), "got %v", err)
-			assert.DeepEqual(t, finalizersOf(t, c, "going"), []string{pvProtection})
+			assert.DeepEqual(t, finalizersOfPV(t, w, "going"), []string{pvProtection})
+			assert.DeepEqual(t, w.holders(t, "going"), []string{})
 
 			_, err = tr.Record(ctx, "missing")
 			assert.Assert(t, errors.Is(err, ErrNoVolume), "got %v", err)
-			noUpdates(t, c)
+			noUpdates(t, w.client)
 		})
 	}
+}
+
+func finalizersOfPV(t *testing.T, w world, name string) []string {
+	t.Helper()
+	return getPVT(t, w.client, name).Finalizers
 }
 
 // A handle that names a PV which is not a per-node volume of that name is
@@ -171,13 +147,14 @@ func TestRecordRefusesAPVThatIsNotOurs(t *testing.T) {
 	borrowed.Spec.CSI.VolumeHandle = "store"
 	for _, p := range []*corev1.PersistentVolume{hostPath, otherDriver, borrowed} {
 		t.Run(p.Name, func(t *testing.T) {
-			c := fake.NewClientset(p)
-			_, err := NewTracker(c.CoreV1().PersistentVolumes(), me, nil).Record(context.Background(), p.Name)
+			w := newWorld(p)
+			_, err := w.tracker(me).Record(context.Background(), p.Name)
 			assert.Assert(t, errors.Is(err, ErrNotOurs), "got %v", err)
-			assert.DeepEqual(t, getPVT(t, c, p.Name), p)
-			for _, a := range c.Actions() {
+			assert.DeepEqual(t, getPVT(t, w.client, p.Name), p)
+			for _, a := range w.client.Actions() {
 				assert.Equal(t, a.GetVerb(), "get", "a refused PV was written to")
 			}
+			assert.DeepEqual(t, w.copyVerbs(), []string(nil))
 		})
 	}
 }
@@ -199,24 +176,31 @@ func TestRecordSortsAPIErrors(t *testing.T) {
 		{"conflicts that outlast the retries", "patch", []error{conflict()}, ErrConflict},
 		{"RBAC refuses", "patch", []error{apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumes"}, "store", errors.New("no"))}, ErrForbidden},
 		{"admission policy refuses", "patch", []error{apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, "store", nil)}, ErrForbidden},
+		{"admission policy refuses the Copy", "create", []error{apierrors.NewInvalid(schema.GroupKind{Kind: "Copy"}, "", nil)}, ErrForbidden},
 		{"API server down", "get", []error{apierrors.NewServiceUnavailable("etcd is down")}, ErrAPI},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(pv("store", "uid-1"))
+			w := newWorld(pv("store", "uid-1", pvProtection))
 			calls := 0
-			c.PrependReactor(tc.verb, "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			react := func(clienttesting.Action) (bool, runtime.Object, error) {
 				err := tc.answers[min(calls, len(tc.answers)-1)]
 				calls++
 				return err != nil, nil, err
-			})
-			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
+			}
+			if tc.verb == "create" {
+				w.copies.Fake.PrependReactor(tc.verb, "*", react)
+			} else {
+				w.client.PrependReactor(tc.verb, "persistentvolumes", react)
+			}
+			tr := w.tracker(me)
 			tr.outageWait = 0 // one try (the wait: TestRecordWaitsForAnAPIServerThatDoesNotAnswer)
 			_, err := tr.Record(context.Background(), "store")
 			if tc.want == nil {
 				assert.NilError(t, err)
-				assert.DeepEqual(t, finalizersOf(t, c, "store"), []string{Finalizer(me)})
+				assert.DeepEqual(t, w.view(t, "store"), []string{pvProtection, Finalizer, rec(me)})
 				return
 			}
+			assert.DeepEqual(t, w.holders(t, "store", "uid-1"), []string{}) // a refused record leaves no Copy
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			for _, other := range []error{ErrConflict, ErrForbidden, ErrAPI} {
 				if !errors.Is(other, tc.want) {
@@ -251,7 +235,8 @@ func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
 		{"the caller gave up", []error{down}, time.Minute, true, ErrAPI, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(pv("store", "uid-1"))
+			w := newWorld(pv("store", "uid-1"))
+			c := w.client
 			reads, recording := 0, true
 			c.PrependReactor("get", "persistentvolumes", func(clienttesting.Action) (bool, runtime.Object, error) {
 				if !recording {
@@ -261,7 +246,7 @@ func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
 				reads++
 				return err != nil, nil, err
 			})
-			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
+			tr := w.tracker(me)
 			tr.outageWait, tr.outagePoll = tc.wait, time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.gone {
@@ -276,40 +261,54 @@ func TestRecordWaitsForAnAPIServerThatDoesNotAnswer(t *testing.T) {
 			} else {
 				assert.Equal(t, reads, tc.wantReads)
 			}
-			assert.Equal(t, HasRecord(getPVT(t, c, "store"), me), tc.wantRecord)
+			assert.Equal(t, w.has(t, "store", me), tc.wantRecord)
 		})
 	}
 }
 
-// Forget is one request, a patch carrying the UID the caller saw: the API
-// server refuses it on another PV created under the name since (that one's
-// record is what will remove this node's copy of it), and only a refusal
-// is read again.
-func TestForgetIsOnePatchOfThePVTheCallerSaw(t *testing.T) {
+// Forget deletes the Copies of the nodes it names of the PV of the UID the
+// caller saw, never those of a PV created under the name since; and
+// releases a PV being deleted once no Copy of it is left.
+func TestForgetDeletesCopiesAndReleasesThePVOnlyWhenNoneIsLeft(t *testing.T) {
+	many := make([]string, 0, 2*deleteBatch+3)
+	for i := range cap(many) {
+		many = append(many, fmt.Sprintf("gone-%03d", i))
+	}
+	manyRecs := []string{pvProtection}
+	for _, n := range many {
+		manyRecs = append(manyRecs, rec(n))
+	}
 	for _, tc := range []struct {
-		name       string
-		node       string
-		objs       []runtime.Object
-		uid        string
-		wantRecord bool
-		wantVerbs  []string
+		name     string
+		pv       *corev1.PersistentVolume
+		seen     *corev1.PersistentVolume
+		forget   []string
+		wantView []string
 	}{
-		{"recorded", me, []runtime.Object{recorded(pv("store", "uid-1"), me, "worker-b")}, "uid-1", false, []string{"patch"}},
-		{"recorded, long name", name253, []runtime.Object{recorded(pv("store", "uid-1"), name253)}, "uid-1", false, []string{"patch"}},
-		{"not recorded", me, []runtime.Object{pv("store", "uid-1")}, "uid-1", false, []string{"patch"}},
-		{"created again", me, []runtime.Object{recorded(pv("store", "uid-2"), me)}, "uid-1", true, []string{"patch", "get"}},
-		{"gone", me, nil, "uid-1", false, []string{"patch"}},
+		{"live: the Copy goes, the finalizer stays", pv("store", "uid-1", pvProtection, rec(me), rec("worker-b")), nil, []string{me},
+			[]string{pvProtection, Finalizer, rec("worker-b")}},
+		{"being deleted, another Copy left", deleting(pv("store", "uid-1", rec(me), rec("worker-b"))), nil, []string{me},
+			[]string{Finalizer, rec("worker-b")}},
+		{"being deleted, the last Copy", deleting(pv("store", "uid-1", "example.com/x", rec(me))), nil, []string{me},
+			[]string{"example.com/x"}},
+		{"being deleted, no Copy left", deleting(pv("store", "uid-1", Finalizer)), nil, nil, nil},
+		{"created again", pv("store", "uid-2", rec(me)), deleting(pv("store", "uid-1", rec(me))), []string{me},
+			[]string{Finalizer, rec(me)}},
+		{"hundreds of gone nodes in a few requests", deleting(pv("store", "uid-1", manyRecs...)), nil, many,
+			[]string{pvProtection}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := withAPIServerRules(fake.NewClientset(tc.objs...))
-			assert.NilError(t, Forget(context.Background(), c.CoreV1().PersistentVolumes(), "store", tc.uid, tc.node))
-			assert.DeepEqual(t, verbsOf(c), tc.wantVerbs)
-			if tc.objs == nil {
-				return
+			w := newWorld(tc.pv)
+			seen := tc.seen
+			if seen == nil {
+				seen = getPVT(t, w.client, "store")
 			}
-			got := getPVT(t, c, "store")
-			assert.Equal(t, HasRecord(got, tc.node), tc.wantRecord, "finalizers %v, annotations %v", got.Finalizers, got.Annotations)
-			assert.Equal(t, slices.Contains(got.Finalizers, Finalizer("worker-b")), tc.name == "recorded", "another node's record")
+			assert.NilError(t, Forget(context.Background(), w.client.CoreV1().PersistentVolumes(), w.copies, seen, tc.forget...))
+			if got := w.view(t, "store"); len(tc.wantView) > 0 || len(got) > 0 {
+				assert.DeepEqual(t, got, tc.wantView)
+			}
+			assert.Assert(t, len(w.copies.Fake.Actions()) <= 2+len(tc.forget)/deleteBatch+1+1,
+				"%d requests about Copies to forget %d nodes", len(w.copies.Fake.Actions()), len(tc.forget))
 		})
 	}
 }
@@ -389,134 +388,132 @@ func jsonPatchRules(now *corev1.PersistentVolume, patch []byte) (bool, runtime.O
 	return false, nil, nil
 }
 
-// A node's record is appended to a PV that has finalizers (a live PV always
-// has kubernetes.io/pv-protection): one JSON patch, one pass over the list
-// for the API server. Whatever changed since the read (the PV created
-// again, its deletion begun, its finalizers gone), the outcome is the one
-// the merge patch gives.
-func TestARecordIsAppendedWhereThePVHasFinalizers(t *testing.T) {
-	withAnnotation := func(p *corev1.PersistentVolume) *corev1.PersistentVolume {
-		p.Annotations = map[string]string{"note": "kept"}
-		return p
-	}
+// The finalizer is added by a merge patch that carries the UID that was
+// read: once, after every finalizer that is there. Whatever changed since
+// the read (the PV created again, its deletion begun, its finalizers gone),
+// the API server's answer decides, and a PV this node does not end up
+// recorded on keeps no Copy of it.
+func TestTheFinalizerIsAddedOnceWithTheUIDThatWasRead(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		node      string
-		server    *corev1.PersistentVolume
-		seen      cacheOf
-		want      error
-		wantUID   string
-		wantTypes []types.PatchType
-		wantFinal []string
+		name        string
+		server      *corev1.PersistentVolume
+		seen        *cacheOf
+		want        error
+		wantUID     string
+		wantPatches int
+		wantView    []string
 	}{
-		{"appended after the others", me, pv("store", "uid-1", pvProtection, "example.com/x"), nil,
-			nil, "uid-1", []types.PatchType{types.JSONPatchType}, []string{pvProtection, "example.com/x", Finalizer(me)}},
-		{"a long name with its annotation", name64, withAnnotation(pv("store", "uid-1", pvProtection)), nil,
-			nil, "uid-1", []types.PatchType{types.JSONPatchType}, []string{pvProtection, Finalizer(name64)}},
-		{"a long name where there are no annotations", name64, pv("store", "uid-1", pvProtection), nil,
-			nil, "uid-1", []types.PatchType{types.StrategicMergePatchType}, []string{pvProtection, Finalizer(name64)}},
-		{"no finalizers", me, pv("store", "uid-1"), nil,
-			nil, "uid-1", []types.PatchType{types.StrategicMergePatchType}, []string{Finalizer(me)}},
-		{"created again since it was seen", me, pv("store", "uid-2", pvProtection), cacheOf{pv("store", "uid-1", pvProtection)},
-			nil, "uid-2", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType, types.JSONPatchType}, []string{pvProtection, Finalizer(me)}},
-		{"its deletion began since it was seen", me, deleting(pv("store", "uid-1", pvProtection)), cacheOf{pv("store", "uid-1", pvProtection)},
-			ErrDeleting, "", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType}, []string{pvProtection}},
-		{"its finalizers went since it was seen", me, pv("store", "uid-1"), cacheOf{pv("store", "uid-1", pvProtection)},
-			nil, "uid-1", []types.PatchType{types.JSONPatchType, types.StrategicMergePatchType}, []string{Finalizer(me)}},
+		{"after the others", pv("store", "uid-1", pvProtection, "example.com/x"), nil,
+			nil, "uid-1", 1, recs(pvProtection, "example.com/x", rec(me))},
+		{"there already", pv("store", "uid-1", pvProtection, rec("worker-b")), nil,
+			nil, "uid-1", 0, []string{pvProtection, Finalizer, rec(me), rec("worker-b")}},
+		{"no finalizers", pv("store", "uid-1"), nil,
+			nil, "uid-1", 1, []string{Finalizer, rec(me)}},
+		{"created again since it was seen", pv("store", "uid-2", pvProtection), seen(pv("store", "uid-1", pvProtection)),
+			nil, "uid-2", 2, []string{pvProtection, Finalizer, rec(me)}},
+		{"its deletion began since it was seen", deleting(pv("store", "uid-1", pvProtection)), seen(pv("store", "uid-1", pvProtection)),
+			ErrDeleting, "", 1, []string{pvProtection}},
+		{"its finalizers went since it was seen", pv("store", "uid-1"), seen(pv("store", "uid-1", pvProtection)),
+			nil, "uid-1", 1, []string{Finalizer, rec(me)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := withAPIServerRules(fake.NewClientset(tc.server))
-			tr := NewTracker(c.CoreV1().PersistentVolumes(), tc.node, nil)
+			w := newWorld(tc.server)
+			tr := w.tracker(me)
 			if tc.seen != nil {
 				tr.Consult(tc.seen)
 			}
 			uid, err := tr.Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			assert.Equal(t, uid, tc.wantUID)
-			var got []types.PatchType
-			for _, a := range c.Actions() {
+			patches := 0
+			for _, a := range w.client.Actions() {
 				if pa, ok := a.(clienttesting.PatchAction); ok {
-					got = append(got, pa.GetPatchType())
+					patches++
+					assert.Equal(t, pa.GetPatchType(), types.StrategicMergePatchType)
 					assert.Assert(t, !strings.Contains(string(pa.GetPatch()), "resourceVersion"), "patch %s", pa.GetPatch())
+					assert.Assert(t, strings.Contains(string(pa.GetPatch()), `"uid":"uid-`), "patch %s", pa.GetPatch())
 				}
 			}
-			assert.DeepEqual(t, got, tc.wantTypes)
-			final := getPVT(t, c, "store")
-			if tc.wantTypes[len(tc.wantTypes)-1] == types.JSONPatchType {
-				assert.DeepEqual(t, final.Finalizers, tc.wantFinal) // appended: in order
-			} else {
-				assert.DeepEqual(t, sorted(final.Finalizers), sorted(tc.wantFinal)) // merged: where the merge puts it
-			}
-			if tc.want == nil {
-				assert.Assert(t, HasRecord(final, tc.node), "finalizers %v, annotations %v", final.Finalizers, final.Annotations)
-			}
-			noUpdates(t, c)
+			assert.Equal(t, patches, tc.wantPatches)
+			assert.DeepEqual(t, w.view(t, "store"), tc.wantView)
+			assert.Equal(t, len(w.allCopies(t)), len(w.holders(t, "store")), "a Copy of another UID was left: %v", w.allCopies(t))
+			noUpdates(t, w.client)
 		})
 	}
 }
 
-// The record is a patch of the finalizer set that carries the UID it read
-// and no resourceVersion: nodes that publish the same PV at once do not
-// conflict, and the API server's own rules (a UID never changes; no new
-// finalizer on a PV being deleted) keep what the read decided. A refusal
-// is then read again to say why.
+// Whatever happens to the PV between the read and the record, the API
+// server's answer decides: a PV being deleted or created again keeps no
+// Copy of this node, and a PV created again is recorded instead.
 func TestRecordBetweenReadAndWrite(t *testing.T) {
-	invalid := func() error {
-		return apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolume"}, "store", nil)
-	}
 	for _, tc := range []struct {
 		name string
-		// meanwhile changes the PV as the first patch arrives, and says
-		// whether the API server refuses that patch.
-		meanwhile func(c *fake.Clientset) bool
+		// meanwhile changes the PV as this node's Copy is created.
+		meanwhile func(w world)
 		want      error
 		uid       string
+		wantView  []string
 	}{
-		{"another node recorded itself", func(c *fake.Clientset) bool {
-			assert.NilError(t, c.Tracker().Update(pvResource, recorded(pv("store", "uid-1"), "worker-b"), ""))
-			return false
-		}, nil, "uid-1"},
-		{"its deletion began", func(c *fake.Clientset) bool {
-			assert.NilError(t, c.Tracker().Update(pvResource, deleting(pv("store", "uid-1", pvProtection)), ""))
-			return true
-		}, ErrDeleting, ""},
-		{"it was created again", func(c *fake.Clientset) bool {
-			assert.NilError(t, c.Tracker().Delete(pvResource, "", "store"))
-			assert.NilError(t, c.Tracker().Add(pv("store", "uid-2")))
-			return true
-		}, nil, "uid-2"},
+		{"another node recorded itself", func(w world) {
+			assert.NilError(t, w.client.Tracker().Update(pvResource, pv("store", "uid-1", pvProtection, Finalizer), ""))
+			assert.NilError(t, w.copies.Tracker.Add(copyOf("store", "uid-1", "worker-b")))
+		}, nil, "uid-1", []string{pvProtection, Finalizer, rec(me), rec("worker-b")}},
+		{"its deletion began", func(w world) {
+			assert.NilError(t, w.client.Tracker().Update(pvResource, deleting(pv("store", "uid-1", pvProtection)), ""))
+		}, ErrDeleting, "", []string{pvProtection}},
+		{"its deletion began, and it had the finalizer", func(w world) {
+			assert.NilError(t, w.client.Tracker().Update(pvResource, deleting(pv("store", "uid-1", Finalizer)), ""))
+		}, ErrDeleting, "", nil}, // this node's Copy was the last: released
+		{"it was created again", func(w world) {
+			assert.NilError(t, w.client.Tracker().Delete(pvResource, "", "store"))
+			assert.NilError(t, w.client.Tracker().Add(pv("store", "uid-2", pvProtection)))
+		}, nil, "uid-2", []string{pvProtection, Finalizer, rec(me)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientset(pv("store", "uid-1"))
-			var patches []string
-			c.PrependReactor("patch", "persistentvolumes", func(a clienttesting.Action) (bool, runtime.Object, error) {
-				patches = append(patches, string(a.(clienttesting.PatchAction).GetPatch()))
-				if len(patches) == 1 && tc.meanwhile(c) {
-					return true, nil, invalid()
+			w := newWorld(pv("store", "uid-1", pvProtection))
+			creates := 0
+			w.copies.Fake.PrependReactor("create", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+				if creates++; creates == 1 {
+					tc.meanwhile(w)
 				}
 				return false, nil, nil
 			})
-			uid, err := NewTracker(c.CoreV1().PersistentVolumes(), me, nil).Record(context.Background(), "store")
+			uid, err := w.tracker(me).Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
-			for _, p := range patches {
-				assert.Assert(t, !strings.Contains(p, "resourceVersion"), "patch %s", p)
-			}
-			assert.Assert(t, strings.Contains(patches[0], `"uid":"uid-1"`), "patch %s", patches[0])
-			if tc.want != nil {
-				assert.Assert(t, !slices.Contains(finalizersOf(t, c, "store"), Finalizer(me)), "recorded on a PV being deleted")
-				return
-			}
 			assert.Equal(t, uid, tc.uid)
-			assert.Assert(t, slices.Contains(finalizersOf(t, c, "store"), Finalizer(me)), "finalizers %v", finalizersOf(t, c, "store"))
+			if got := w.view(t, "store"); len(tc.wantView) > 0 || len(got) > 0 {
+				assert.DeepEqual(t, got, tc.wantView)
+			}
+			assert.Equal(t, len(w.allCopies(t)), len(w.holders(t, "store")), "a Copy of another UID was left: %v", w.allCopies(t))
 		})
 	}
 }
 
-// cacheOf is a cache that saw pvs.
-type cacheOf []*corev1.PersistentVolume
+// cacheOf is a cache that saw pvs and this node's Copies copies.
+type cacheOf struct {
+	pvs    []*corev1.PersistentVolume
+	copies []*copyapi.Copy
+	synced bool
+}
 
-func (c cacheOf) Cached(name string) (*corev1.PersistentVolume, bool) {
-	for _, p := range c {
+// seen is a synced cache of pvs, of whose rec markers only this node's
+// (me) are its Copies.
+func seen(pvs ...*corev1.PersistentVolume) *cacheOf {
+	objs, cs := seed(pvs...)
+	c := &cacheOf{synced: true}
+	for _, o := range objs {
+		c.pvs = append(c.pvs, o.(*corev1.PersistentVolume))
+	}
+	for _, cp := range cs {
+		if cp.Spec.Node == me {
+			c.copies = append(c.copies, cp)
+		}
+	}
+	return c
+}
+
+func (c *cacheOf) Cached(name string) (*corev1.PersistentVolume, bool) {
+	for _, p := range c.pvs {
 		if p.Name == name {
 			return p, true
 		}
@@ -524,57 +521,68 @@ func (c cacheOf) Cached(name string) (*corev1.PersistentVolume, bool) {
 	return nil, false
 }
 
-// A PV the cache shows without this node's record is recorded in one
-// request, the patch whose answer is the fresh read; whatever changed since
-// the cache saw it, the outcome is the one a fresh read would have given.
+func (c *cacheOf) OwnCopy(volume, uid string) (*copyapi.Copy, bool) {
+	for _, cp := range c.copies {
+		if cp.Of(volume, uid) {
+			return cp, c.synced
+		}
+	}
+	return nil, c.synced
+}
+
+// A PV the cache shows recorded costs no request; one it shows without this
+// node's Copy is recorded without a read first; whatever changed since the
+// cache saw it, the outcome is the one a fresh read would have given.
 func TestRecordFromTheCache(t *testing.T) {
 	notOurs := pv("store", "uid-1")
 	notOurs.Spec.CSI.VolumeHandle = "other"
 	for _, tc := range []struct {
 		name       string
-		server     []runtime.Object
-		seen       cacheOf
+		server     []*corev1.PersistentVolume
+		seen       *cacheOf
 		want       error
 		wantUID    string
-		wantVerbs  []string
+		wantVerbs  []string // of PVs, then of Copies after a "|"
 		wantRecord bool
 	}{
-		{"seen without the record", []runtime.Object{pv("store", "uid-1")}, cacheOf{pv("store", "uid-1")},
-			nil, "uid-1", []string{"patch"}, true},
-		{"seen with the record", []runtime.Object{recorded(pv("store", "uid-1"), me)}, cacheOf{recorded(pv("store", "uid-1"), me)},
-			nil, "uid-1", []string{"get"}, true},
-		{"not seen", []runtime.Object{pv("store", "uid-1")}, nil,
-			nil, "uid-1", []string{"get", "patch"}, true},
-		{"created again since", []runtime.Object{pv("store", "uid-2")}, cacheOf{pv("store", "uid-1")},
-			nil, "uid-2", []string{"patch", "get", "get", "patch"}, true},
-		{"its deletion began since", []runtime.Object{deleting(pv("store", "uid-1", pvProtection))}, cacheOf{pv("store", "uid-1")},
-			ErrDeleting, "", []string{"patch", "get"}, false},
-		{"recorded and being deleted since", []runtime.Object{deleting(recorded(pv("store", "uid-1"), me))}, cacheOf{pv("store", "uid-1")},
-			ErrDeleting, "", []string{"patch"}, true},
-		{"gone since", nil, cacheOf{pv("store", "uid-1")},
-			ErrNoVolume, "", []string{"patch"}, false},
-		{"seen not ours", []runtime.Object{notOurs}, cacheOf{notOurs},
-			ErrNotOurs, "", []string{"get"}, false},
-		{"seen being deleted", []runtime.Object{deleting(pv("store", "uid-1", pvProtection))}, cacheOf{deleting(pv("store", "uid-1", pvProtection))},
-			ErrDeleting, "", []string{"get"}, false},
-		// A PV's source is immutable, so an answer that is not ours where
-		// the cache showed ours cannot happen; if it did, no copy is made.
-		{"answered not ours", []runtime.Object{notOurs}, cacheOf{pv("store", "uid-1")},
-			ErrNotOurs, "", []string{"patch"}, true},
+		{"seen without the record", pvs(pv("store", "uid-1", pvProtection)), seen(pv("store", "uid-1", pvProtection)),
+			nil, "uid-1", []string{"patch", "|", "create"}, true},
+		{"seen with the record", pvs(pv("store", "uid-1", rec(me))), seen(pv("store", "uid-1", rec(me))),
+			nil, "uid-1", []string{"|"}, true},
+		{"seen, the Copy not yet", pvs(pv("store", "uid-1", rec("worker-b"))), seen(pv("store", "uid-1", rec("worker-b"))),
+			nil, "uid-1", []string{"get", "|", "create"}, true},
+		{"not seen", pvs(pv("store", "uid-1", pvProtection)), nil,
+			nil, "uid-1", []string{"get", "patch", "|", "list", "create"}, true},
+		{"the cache has not synced", pvs(pv("store", "uid-1", rec(me))), &cacheOf{},
+			nil, "uid-1", []string{"get", "|", "list"}, true},
+		{"created again since", pvs(pv("store", "uid-2", pvProtection)), seen(pv("store", "uid-1", pvProtection)),
+			nil, "uid-2", []string{"patch", "get", "get", "get", "patch", "|", "create", "delete", "create"}, true},
+		{"its deletion began since", pvs(deleting(pv("store", "uid-1", pvProtection))), seen(pv("store", "uid-1", pvProtection)),
+			ErrDeleting, "", []string{"patch", "get", "get", "|", "create", "delete"}, false},
+		{"gone since", nil, seen(pv("store", "uid-1", pvProtection)),
+			ErrNoVolume, "", []string{"patch", "get", "|", "create", "delete"}, false},
+		{"seen not ours", pvs(notOurs), seen(notOurs),
+			ErrNotOurs, "", []string{"get", "|"}, false},
+		{"seen being deleted", pvs(deleting(pv("store", "uid-1", pvProtection))), seen(deleting(pv("store", "uid-1", pvProtection))),
+			ErrDeleting, "", []string{"get", "|"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := withAPIServerRules(fake.NewClientset(tc.server...))
-			tr := NewTracker(c.CoreV1().PersistentVolumes(), me, nil)
-			tr.Consult(tc.seen)
+			w := newWorld(tc.server...)
+			tr := w.tracker(me)
+			if tc.seen != nil {
+				tr.Consult(tc.seen)
+			}
 			uid, err := tr.Record(context.Background(), "store")
 			assert.Assert(t, errors.Is(err, tc.want), "want %v, got %v", tc.want, err)
 			assert.Equal(t, uid, tc.wantUID)
-			assert.DeepEqual(t, verbsOf(c), tc.wantVerbs)
+			assert.DeepEqual(t, append(append(verbsOf(w.client), "|"), w.copyVerbs()...), tc.wantVerbs)
 			if tc.server == nil {
+				assert.Equal(t, len(w.allCopies(t)), 0)
 				return
 			}
-			got := getPVT(t, c, "store")
-			assert.Equal(t, HasRecord(got, me), tc.wantRecord, "finalizers %v", got.Finalizers)
+			assert.Equal(t, w.has(t, "store", me), tc.wantRecord, "view %v", w.view(t, "store"))
 		})
 	}
 }
+
+func pvs(p ...*corev1.PersistentVolume) []*corev1.PersistentVolume { return p }

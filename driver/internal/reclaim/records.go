@@ -4,134 +4,194 @@
 package reclaim
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
+	"liken.sh/per-node/driver/internal/copyapi"
+	"liken.sh/per-node/driver/internal/kube"
 	"liken.sh/per-node/driver/internal/namepart"
 )
 
-// FinalizerPrefix starts every node's finalizer on a PersistentVolume.
-const FinalizerPrefix = "per-node.liken.sh/"
+// Finalizer is on a per-node PersistentVolume while any Copy of it
+// remains: one finalizer, whatever the number of nodes that hold a copy.
+const Finalizer = copyapi.Finalizer
 
-// Finalizer is the finalizer that says node holds a copy. Names longer than
-// a finalizer's 63-character name part are shortened with a hash; the full
-// name is then kept on the PV in an annotation of the same key (see
-// recordPatch), so the record can always be read back.
-func Finalizer(node string) string {
-	return FinalizerPrefix + namepart.Of(node)
+// listPage is how many objects a page of a paged list holds.
+const listPage = 500
+
+// deleteBatch is how many nodes' Copies one DeleteCollection names.
+const deleteBatch = 100
+
+// OwnCopies is this node's Copies as last seen: the controller's informer,
+// which watches only this node's.
+type OwnCopies interface {
+	// OwnCopy returns this node's Copy of the PV volume of UID uid as last
+	// seen, and whether the view has synced (before that it has seen
+	// nothing).
+	OwnCopy(volume, uid string) (c *copyapi.Copy, synced bool)
 }
 
-// HasRecord reports whether the PV records that node holds a copy: its
-// finalizer, and for a long name the annotation that spells the name out.
-func HasRecord(pv *corev1.PersistentVolume, node string) bool {
-	f := Finalizer(node)
-	if !slices.Contains(pv.Finalizers, f) {
-		return false
-	}
-	return !namepart.Hashed(node) || pv.Annotations[f] == node
+// hasFinalizer says whether pv carries Finalizer.
+func hasFinalizer(pv *corev1.PersistentVolume) bool {
+	return slices.Contains(pv.Finalizers, Finalizer)
 }
 
-// Recorded lists the nodes a PV records as holders. A hashed finalizer
-// whose annotation is missing or does not hash back to it names no node
-// that can be checked: it is left out (kept on the PV, never dropped for a
-// name it does not spell), and its own node restores the annotation.
-func Recorded(pv *corev1.PersistentVolume) []string {
-	var nodes []string
-	for _, f := range pv.Finalizers {
-		part, ok := strings.CutPrefix(f, FinalizerPrefix)
-		if !ok {
-			continue
+// copiesOf lists, fresh from the API server, the Copies of the PV volume of
+// UID uid (a page at a time: a PV may have been held by thousands of nodes).
+func copiesOf(ctx context.Context, copies kube.Copies, volume, uid string) ([]copyapi.Copy, error) {
+	var out []copyapi.Copy
+	opts := metav1.ListOptions{LabelSelector: copyapi.UIDSelector(uid), Limit: listPage}
+	for {
+		lctx, cancel := context.WithTimeout(ctx, APITimeout)
+		page, err := copies.List(lctx, opts)
+		cancel()
+		if err != nil {
+			return nil, apiError(err, "list the Copies of PersistentVolume %s", volume)
 		}
-		if full, ok := pv.Annotations[f]; ok && namepart.Hashed(full) && Finalizer(full) == f {
-			nodes = append(nodes, full)
-			continue
+		for _, c := range page.Items {
+			if c.Of(volume, uid) {
+				out = append(out, c)
+			}
 		}
-		// A hash without its name, or a name no finalizer of ours spells. A
-		// real node name of the hashed shape is read as hashed too, so it is
-		// never dropped on a guess; its node re-records it with the annotation.
-		if namepart.LooksHashed(part) || Finalizer(part) != f {
-			continue
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			return out, nil
 		}
-		nodes = append(nodes, part)
 	}
-	return nodes
 }
 
-// appendable says whether node's record can be appended to pv as read: it
-// has finalizers (a live PV always has kubernetes.io/pv-protection) and,
-// for a long name, annotations.
-func appendable(pv *corev1.PersistentVolume, node string) bool {
-	return len(pv.Finalizers) > 0 && (!namepart.Hashed(node) || len(pv.Annotations) > 0)
+// holders is the nodes that cs are on, sorted, each once.
+func holders(cs []copyapi.Copy) []string {
+	nodes := make([]string, 0, len(cs))
+	for _, c := range cs {
+		nodes = append(nodes, c.Spec.Node)
+	}
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
 }
 
-// recordAppend is a JSON patch that appends node's record to pv's
-// finalizers (and, for a long name, its annotation), on the PV of pv's UID
-// only. Appends of nodes that publish at once do not conflict (the patch
-// carries no resourceVersion). It fails, changing nothing, on a PV of
-// another UID or without finalizers (or annotations) to append to. A read
-// that missed this node's own record (a cache a moment behind) appends it
-// twice; the removal drops every copy of it.
-func recordAppend(pv *corev1.PersistentVolume, node string) []byte {
-	f := Finalizer(node)
-	ops := []map[string]string{
-		{"op": "test", "path": "/metadata/uid", "value": string(pv.UID)},
-		{"op": "add", "path": "/metadata/finalizers/-", "value": f},
-	}
-	if namepart.Hashed(node) {
-		ops = append(ops, map[string]string{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(f), "value": node})
-	}
-	b, err := json.Marshal(ops)
+// createCopy creates node's Copy of pv and returns it as the API server
+// answered.
+func createCopy(ctx context.Context, copies kube.Copies, pv *corev1.PersistentVolume, node string) (*copyapi.Copy, error) {
+	c, err := copies.Create(ctx, copyapi.New(pv.Name, string(pv.UID), node), metav1.CreateOptions{FieldManager: DriverName})
 	if err != nil {
-		panic(fmt.Sprintf("marshal a record append: %v", err)) // maps of strings always marshal
+		return nil, apiError(err, "create the Copy of PersistentVolume %s on node %s", pv.Name, node)
 	}
-	return b
+	return c, nil
 }
 
-// jsonPointerEscape escapes a key for a JSON pointer (RFC 6901).
-func jsonPointerEscape(key string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+// deleteCopy deletes c, if it is still the object that was read (its UID).
+func deleteCopy(ctx context.Context, copies kube.Copies, c *copyapi.Copy) error {
+	uid := c.UID
+	err := copies.Delete(ctx, c.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) && isServerStatus(err) {
+		return nil
+	}
+	if apierrors.IsConflict(err) {
+		return nil // another object of that name: not the Copy that was read
+	}
+	return apiError(err, "delete the Copy %s of PersistentVolume %s on node %s", c.Name, c.Spec.Volume, c.Spec.Node)
 }
 
-// recordPatch is a strategic merge patch that adds (add) or removes
-// (!add) exactly the records of nodes and nothing else: one PATCH drops
-// the records of any number of gone nodes. Finalizers merge as a set, so
-// the records of nodes that publish at once do not conflict: the patch
-// carries no resourceVersion. It carries the UID that was read, so it
-// never lands on another PV created under the same name (the API server
-// refuses a changed UID), and the API server itself refuses a new
-// finalizer on a PV being deleted: what the read decided still holds when
-// the record is written.
-func recordPatch(pv *corev1.PersistentVolume, add bool, nodes ...string) []byte {
+// forgetCopies deletes the Copies of the PV volume of UID uid on nodes: one
+// DELETE each for a few, else one DeleteCollection per deleteBatch nodes
+// (labels select them: the PV's UID and each node's name).
+func forgetCopies(ctx context.Context, copies kube.Copies, volume, uid string, nodes []string) error {
+	if len(nodes) <= askEach {
+		cs, err := copiesOf(ctx, copies, volume, uid)
+		if err != nil {
+			return err
+		}
+		for i := range cs {
+			if !slices.Contains(nodes, cs[i].Spec.Node) {
+				continue
+			}
+			dctx, cancel := context.WithTimeout(ctx, APITimeout)
+			err := deleteCopy(dctx, copies, &cs[i])
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for batch := range slices.Chunk(nodes, deleteBatch) {
+		parts := make([]string, len(batch))
+		for i, n := range batch {
+			parts[i] = namepart.Of(n)
+		}
+		sel := fmt.Sprintf("%s,%s in (%s)", copyapi.UIDSelector(uid), copyapi.NodeLabel, strings.Join(parts, ","))
+		dctx, cancel := context.WithTimeout(ctx, APITimeout)
+		err := copies.DeleteCollection(dctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+		cancel()
+		if err != nil {
+			return apiError(err, "delete the Copies of PersistentVolume %s on %s", volume, nodesNamed(batch))
+		}
+	}
+	return nil
+}
+
+// addFinalizer puts Finalizer on pv (of pv's UID only) and returns the PV as
+// the API server answered: it refuses a new finalizer on a PV being
+// deleted, so what was read still holds when the finalizer is there. A
+// strategic merge patch merges finalizers as a set: nodes that add it at
+// once leave it once, after every finalizer that was there.
+func addFinalizer(ctx context.Context, pvs kube.PersistentVolumes, pv *corev1.PersistentVolume) (*corev1.PersistentVolume, error) {
+	now, err := pvs.Patch(ctx, pv.Name, types.StrategicMergePatchType, finalizerPatch(pv, true), metav1.PatchOptions{FieldManager: DriverName})
+	return now, apiError(err, "put the finalizer %s on PersistentVolume %s", Finalizer, pv.Name)
+}
+
+// release removes Finalizer from the PV of pv's name and UID, once it is
+// being deleted and no Copy of it remains: a fresh list, after the caller
+// deleted its own, decides. Of nodes that delete their Copies at once, the
+// last one's list finds none.
+func release(ctx context.Context, pvs kube.PersistentVolumes, copies kube.Copies, pv *corev1.PersistentVolume) error {
+	if pv.DeletionTimestamp == nil || !hasFinalizer(pv) {
+		return nil
+	}
+	left, err := copiesOf(ctx, copies, pv.Name, string(pv.UID))
+	if err != nil || len(left) > 0 {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, APITimeout)
+	defer cancel()
+	_, err = pvs.Patch(pctx, pv.Name, types.StrategicMergePatchType, finalizerPatch(pv, false), metav1.PatchOptions{FieldManager: DriverName})
+	if errors.Is(apiError(err, ""), ErrNoVolume) || apierrors.IsConflict(err) {
+		return nil // gone, or created again (the UID in the patch)
+	}
+	if err != nil {
+		return apiError(err, "remove the finalizer %s from PersistentVolume %s", Finalizer, pv.Name)
+	}
+	klog.InfoS("No copy of the PersistentVolume remains; removed its finalizer", "volume_id", pv.Name, "finalizer", Finalizer)
+	return nil
+}
+
+// finalizerPatch is a strategic merge patch that adds (add) or removes
+// (!add) Finalizer and nothing else, on the PV of pv's UID only (the API
+// server refuses a changed UID).
+func finalizerPatch(pv *corev1.PersistentVolume, add bool) []byte {
 	meta := map[string]any{"uid": string(pv.UID)}
-	finalizers := make([]string, 0, len(nodes))
-	annotations := map[string]any{}
-	for _, node := range nodes {
-		f := Finalizer(node)
-		finalizers = append(finalizers, f)
-		if !namepart.Hashed(node) {
-			continue
-		}
-		if add {
-			annotations[f] = node
-		} else {
-			annotations[f] = nil
-		}
-	}
 	if add {
-		meta["finalizers"] = finalizers
+		meta["finalizers"] = []string{Finalizer}
 	} else {
-		meta["$deleteFromPrimitiveList/finalizers"] = finalizers
+		meta["$deleteFromPrimitiveList/finalizers"] = []string{Finalizer}
 	}
-	if len(annotations) > 0 {
-		meta["annotations"] = annotations
-	}
-	b, err := json.Marshal(map[string]any{"metadata": meta})
+	return mustJSON(map[string]any{"metadata": meta})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("marshal a record patch: %v", err)) // maps of strings always marshal
+		panic(fmt.Sprintf("marshal a patch: %v", err)) // maps and slices of strings always marshal
 	}
 	return b
 }

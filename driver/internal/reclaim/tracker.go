@@ -35,12 +35,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/lru"
 
+	"liken.sh/per-node/driver/internal/copyapi"
 	"liken.sh/per-node/driver/internal/kube"
 )
 
@@ -73,7 +74,8 @@ var (
 
 // Tracker records on PersistentVolumes which nodes hold copies.
 type Tracker struct {
-	client   kube.PersistentVolumes
+	pvs      kube.PersistentVolumes
+	copies   kube.Copies
 	node     string
 	recorder record.EventRecorder
 	// uids remembers the UID of each PV seen, so an event needs no API call.
@@ -81,6 +83,10 @@ type Tracker struct {
 	// cache, if set, is where a PV was last seen (the controller's
 	// informer); it saves the read before a new record.
 	cache Cache
+	// own, if set, is this node's Copies as last seen.
+	own OwnCopies
+	// created holds the Copies this tracker created until own shows them.
+	created *lru.Cache
 	// outageWait is how long Record tries again, every outagePoll, while
 	// the API server does not answer.
 	outageWait, outagePoll time.Duration
@@ -95,21 +101,23 @@ type Tracker struct {
 // record.
 const OutageWait = 30 * time.Second
 
-// Cache is a view of PersistentVolumes that may lag the API server.
+// Cache is a view of PersistentVolumes and of this node's Copies that may
+// lag the API server.
 type Cache interface {
+	OwnCopies
 	// Cached returns the PV of name as last seen, if it was seen.
 	Cached(name string) (*corev1.PersistentVolume, bool)
 }
 
 // NewTracker returns the tracker of node.
-func NewTracker(client kube.PersistentVolumes, node string, recorder record.EventRecorder) *Tracker {
-	return &Tracker{client: client, node: node, recorder: recorder, uids: newUIDCache(),
-		outageWait: OutageWait, outagePoll: time.Second}
+func NewTracker(pvs kube.PersistentVolumes, copies kube.Copies, node string, recorder record.EventRecorder) *Tracker {
+	return &Tracker{pvs: pvs, copies: copies, node: node, recorder: recorder, uids: newUIDCache(),
+		created: lru.New(maxUIDs), outageWait: OutageWait, outagePoll: time.Second}
 }
 
-// Consult makes the tracker look in cache before it reads a PV to record
-// this node on it. Call it before the tracker is used.
-func (t *Tracker) Consult(cache Cache) { t.cache = cache }
+// Consult makes the tracker look in cache before it reads a PV or lists
+// Copies to record this node. Call it before the tracker is used.
+func (t *Tracker) Consult(cache Cache) { t.cache, t.own = cache, cache }
 
 // CheckOurs says which field, if any, makes pv not a per-node volume that a
 // publish of handle may use.
@@ -155,78 +163,150 @@ func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
 }
 
 // record is Record, also saying whether it had to write the record.
-func (t *Tracker) record(ctx context.Context, handle string) (uid string, patched bool, err error) {
+func (t *Tracker) record(ctx context.Context, handle string) (uid string, wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
-	if seen, ok := t.unrecorded(handle); ok {
-		uid, err := t.recordSeen(ctx, seen)
-		if !apierrors.IsConflict(err) {
-			return uid, err == nil, err
-		}
-		// created again since it was seen: read it
-	}
+	fresh := false
 	err = onConflict(func() error {
-		pv, err := getPV(ctx, t.client, handle)
+		pv, err := t.read(ctx, handle, fresh)
+		fresh = true // a retry reads the PV again
 		if err != nil {
 			return err
 		}
-		t.uids.set(handle, pv.UID)
-		if err := CheckOurs(pv, handle); err != nil {
-			return err
-		}
-		if pv.DeletionTimestamp != nil {
-			return ErrDeleting
-		}
 		uid = string(pv.UID)
-		if HasRecord(pv, t.node) {
-			return nil
-		}
-		patched = true
-		return t.refusedWhy(ctx, pv, patchRecord(ctx, t.client, pv, t.node, true))
+		wrote, err = t.recordOn(ctx, pv)
+		return err
 	})
-	return uid, patched && err == nil, err
-}
-
-// unrecorded returns the cached PV of handle if the cache shows a per-node
-// volume of that name, not being deleted, that does not record this node
-// yet: the one case where the read before the record can be saved.
-func (t *Tracker) unrecorded(handle string) (*corev1.PersistentVolume, bool) {
-	if t.cache == nil {
-		return nil, false
-	}
-	pv, ok := t.cache.Cached(handle)
-	if !ok || CheckOurs(pv, handle) != nil || pv.DeletionTimestamp != nil || HasRecord(pv, t.node) {
-		return nil, false
-	}
-	return pv, true
-}
-
-// recordSeen records this node on the PV seen in the cache, in one
-// request: the patch carries the seen UID, so it lands on that PV or on
-// none, and what the cache showed of it still holds, since a PV's source
-// never changes after creation and the API server adds no finalizer to a
-// PV being deleted. The answer is the fresh read, and is checked as one.
-// A PV created again since it was seen gives a Conflict.
-func (t *Tracker) recordSeen(ctx context.Context, seen *corev1.PersistentVolume) (string, error) {
-	now, err := sendRecordPatch(ctx, t.client, seen, true, t.node)
 	if err != nil {
-		return "", t.refusedWhy(ctx, seen, err)
+		return "", false, err
 	}
-	t.uids.set(now.Name, now.UID)
-	if now.UID != seen.UID {
-		return "", fmt.Errorf("%w: PersistentVolume %s answered with UID %s, the record was for %s", ErrAPI, now.Name, now.UID, seen.UID)
-	}
-	if err := CheckOurs(now, now.Name); err != nil {
-		return "", err
-	}
-	switch {
-	case now.DeletionTimestamp != nil:
-		return "", ErrDeleting // it recorded this node already; the controller drops the record
-	case !HasRecord(now, t.node):
-		return "", fmt.Errorf("%w: PersistentVolume %s does not show the record this node just wrote", ErrAPI, now.Name)
-	}
-	return string(now.UID), nil
+	return uid, wrote, nil
 }
+
+// read is the PV of handle, checked: a per-node volume of that name, not
+// being deleted. Unless fresh, it is the cache's if the cache shows such a
+// PV (what is written next is checked against the API server's answer).
+func (t *Tracker) read(ctx context.Context, handle string, fresh bool) (*corev1.PersistentVolume, error) {
+	var pv *corev1.PersistentVolume
+	if t.cache != nil && !fresh {
+		if seen, ok := t.cache.Cached(handle); ok && CheckOurs(seen, handle) == nil && seen.DeletionTimestamp == nil {
+			pv = seen
+		}
+	}
+	if pv == nil {
+		var err error
+		if pv, err = getPV(ctx, t.pvs, handle); err != nil {
+			return nil, err
+		}
+	}
+	t.uids.set(handle, pv.UID)
+	if err := CheckOurs(pv, handle); err != nil {
+		return nil, err
+	}
+	if pv.DeletionTimestamp != nil {
+		return nil, ErrDeleting
+	}
+	return pv, nil
+}
+
+// recordOn makes sure this node's Copy of pv exists and pv carries
+// Finalizer, and says whether it wrote either. Whatever it writes, it
+// checks against the API server's answer: the PV as the finalizer's patch
+// left it, or read again after a new Copy. A PV being deleted or created
+// again meanwhile gets no Copy of this node (ErrDeleting, or a Conflict
+// that reads the new one).
+func (t *Tracker) recordOn(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
+	has, err := t.hasCopy(ctx, pv)
+	if err != nil {
+		return false, err
+	}
+	if has && hasFinalizer(pv) {
+		return false, nil
+	}
+	var made *copyapi.Copy
+	if !has {
+		if made, err = createCopy(ctx, t.copies, pv, t.node); err != nil {
+			return false, err
+		}
+		t.created.Add(ownKey(pv.Name, string(pv.UID)), made)
+	}
+	now := pv
+	switch {
+	case !hasFinalizer(pv):
+		now, err = addFinalizer(ctx, t.pvs, pv)
+		err = t.refusedWhy(ctx, pv, err)
+	case made != nil:
+		now, err = getPV(ctx, t.pvs, pv.Name)
+	}
+	if err == nil {
+		err = checkRecorded(pv, now)
+	}
+	if err != nil && made != nil {
+		t.undo(ctx, made)
+	}
+	return true, err
+}
+
+// checkRecorded says whether now, the API server's answer after this node
+// recorded itself on read, still is that PV, live and with Finalizer.
+func checkRecorded(read, now *corev1.PersistentVolume) error {
+	switch {
+	case now.UID != read.UID:
+		return apierrors.NewConflict(corev1.Resource("persistentvolumes"), read.Name,
+			fmt.Errorf("created again (UID %s, was %s) while this node recorded itself", now.UID, read.UID))
+	case now.DeletionTimestamp != nil:
+		return ErrDeleting
+	case !hasFinalizer(now):
+		return fmt.Errorf("%w: PersistentVolume %s does not show the finalizer %s this node just put on it", ErrAPI, now.Name, Finalizer)
+	}
+	return CheckOurs(now, now.Name)
+}
+
+// undo deletes a Copy this node created for a PV that turned out to be
+// deleted or replaced, and releases that PV if it was its last Copy.
+func (t *Tracker) undo(ctx context.Context, made *copyapi.Copy) {
+	t.created.Remove(ownKey(made.Spec.Volume, made.Spec.VolumeUID))
+	if err := deleteCopy(ctx, t.copies, made); err != nil {
+		klog.ErrorS(err, "Cannot delete the Copy of a PersistentVolume this node did not record itself on; the controller will",
+			"volume_id", made.Spec.Volume)
+		return
+	}
+	if pv, err := getPV(ctx, t.pvs, made.Spec.Volume); err == nil && string(pv.UID) == made.Spec.VolumeUID {
+		if err := release(ctx, t.pvs, t.copies, pv); err != nil {
+			klog.ErrorS(err, "Cannot release a PersistentVolume being deleted; the controller will", "volume_id", pv.Name)
+		}
+	}
+}
+
+// hasCopy says whether this node's Copy of pv exists: one this tracker
+// created, or one the view of this node's Copies shows; before that view
+// has synced, a fresh list decides.
+func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
+	key := ownKey(pv.Name, string(pv.UID))
+	if t.own != nil {
+		c, synced := t.own.OwnCopy(pv.Name, string(pv.UID))
+		if c != nil {
+			t.created.Remove(key) // the view has it now
+			return true, nil
+		}
+		if _, ok := t.created.Get(key); ok {
+			return true, nil
+		}
+		if synced {
+			return false, nil
+		}
+	} else if _, ok := t.created.Get(key); ok {
+		return true, nil
+	}
+	cs, err := copiesOf(ctx, t.copies, pv.Name, string(pv.UID))
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(cs, func(c copyapi.Copy) bool { return c.Spec.Node == t.node }), nil
+}
+
+// ownKey is the key of this node's Copy of a PV of name and UID.
+func ownKey(volume, uid string) string { return volume + "/" + uid }
 
 // refusedWhy reads the PV again after the API server refused to record
 // this node on it (err wraps ErrForbidden): a PV whose deletion began since
@@ -237,7 +317,7 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 	if !errors.Is(err, ErrForbidden) {
 		return err
 	}
-	now, gerr := getPV(ctx, t.client, read.Name)
+	now, gerr := getPV(ctx, t.pvs, read.Name)
 	switch {
 	case gerr != nil:
 		return err
@@ -250,68 +330,17 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 	return err
 }
 
-// Forget removes the records of nodes from the PV named handle whose UID
-// is uid, those that are there, in one request: the patch carries uid, so
-// the API server refuses it on a PV created under that name since (that
-// PV's records are what will remove the nodes' copies of it). A refusal is
-// read again to tell that from an error.
-func Forget(ctx context.Context, client kube.PersistentVolumes, handle, uid string, nodes ...string) error {
-	if len(nodes) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, APITimeout)
-	defer cancel()
-	seen := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: handle, UID: types.UID(uid)}}
-	_, err := sendRecordPatch(ctx, client, seen, false, nodes...)
-	if errors.Is(err, ErrNoVolume) {
-		return nil
-	}
-	if !errors.Is(err, ErrForbidden) {
-		return err
-	}
-	now, gerr := getPV(ctx, client, handle)
-	switch {
-	case errors.Is(gerr, ErrNoVolume):
-		return nil
-	case gerr == nil && string(now.UID) != uid:
-		klog.InfoS("Not dropping a record: the PersistentVolume was created again", "volume_id", handle,
-			"nodes", nodes, "uid", uid, "new_uid", now.UID)
-		return nil
-	}
-	return err
-}
-
-// patchRecord adds or removes node's record on pv, unless it is already so.
-func patchRecord(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, node string, add bool) error {
-	has := HasRecord(pv, node) || (!add && slices.Contains(pv.Finalizers, Finalizer(node)))
-	if has == add {
-		return nil
-	}
-	_, err := sendRecordPatch(ctx, client, pv, add, node)
-	return err
-}
-
-// sendRecordPatch adds or removes the records of nodes on the PV of pv's
-// name and UID, and returns the PV as the API server answered.
-func sendRecordPatch(ctx context.Context, client kube.PersistentVolumes, pv *corev1.PersistentVolume, add bool, nodes ...string) (*corev1.PersistentVolume, error) {
-	opts := metav1.PatchOptions{FieldManager: DriverName}
-	if add && len(nodes) == 1 && appendable(pv, nodes[0]) {
-		// An append costs the API server one pass over the records; its
-		// strategic merge of a new entry costs more (7.4 s beside 5,000
-		// records where an append takes 1.4 s: docs/performance.md).
-		now, err := client.Patch(ctx, pv.Name, types.JSONPatchType, recordAppend(pv, nodes[0]), opts)
-		if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-			return now, apiError(err, "record %s on PersistentVolume %s", nodesNamed(nodes), pv.Name)
+// Forget deletes the Copies of nodes of the PV named handle whose UID is
+// uid, and, if that PV is being deleted and no Copy of it is left, removes
+// its finalizer. A PV created again under the name since has other Copies
+// (of its own UID), which this never touches.
+func Forget(ctx context.Context, pvs kube.PersistentVolumes, copies kube.Copies, pv *corev1.PersistentVolume, nodes ...string) error {
+	if len(nodes) > 0 {
+		if err := forgetCopies(ctx, copies, pv.Name, string(pv.UID), nodes); err != nil {
+			return err
 		}
-		// The PV changed since it was read (another UID, no finalizers or
-		// annotations to append to, being deleted): the merge patch says why.
 	}
-	now, err := client.Patch(ctx, pv.Name, types.StrategicMergePatchType, recordPatch(pv, add, nodes...), opts)
-	verb := "record"
-	if !add {
-		verb = "drop the record of"
-	}
-	return now, apiError(err, "%s %s on PersistentVolume %s", verb, nodesNamed(nodes), pv.Name)
+	return release(ctx, pvs, copies, pv)
 }
 
 // nodesNamed names nodes for a message: every one of a few, the count and
