@@ -5,7 +5,6 @@ package scenario
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,11 +24,8 @@ import (
 	"liken.sh/per-node/e2e/internal/harness"
 )
 
-// Steps about the records nodes keep on PersistentVolumes, the driver's
-// service account, and the kubelet.
-
-// recordPrefix starts every node's finalizer on a PersistentVolume.
-const recordPrefix = "per-node.liken.sh/"
+// Steps about the records nodes keep of PersistentVolumes (their Copies,
+// copies.go), the driver's service account, and the kubelet.
 
 // driverAccount is the driver's service account, as the API server names it.
 const driverAccount = "system:serviceaccount:per-node-system:per-node-node"
@@ -50,18 +46,19 @@ func stepPVRecordsEveryStorePodsNode(ctx context.Context, r *Run, a args) error 
 			if err != nil {
 				return false, "", err
 			}
-			pv, err := r.pv(ctx, a["name"])
+			pv, nodes, err := r.recorded(ctx, a["name"])
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}
 			var missing []string
 			for _, p := range pods {
-				if p.Spec.NodeName == "" || !slices.Contains(pv.Finalizers, recordPrefix+p.Spec.NodeName) {
+				if p.Spec.NodeName == "" || !slices.Contains(nodes, p.Spec.NodeName) {
 					missing = append(missing, fmt.Sprintf("%s (pod %s)", p.Spec.NodeName, p.Name))
 				}
 			}
-			ok := len(pods) > 0 && len(missing) == 0
-			return ok, fmt.Sprintf("%d store pods; not recorded: %v; finalizers %v", len(pods), missing, pv.Finalizers), nil
+			fin := slices.Contains(pv.Finalizers, copiesFinalizer)
+			ok := len(pods) > 0 && len(missing) == 0 && fin
+			return ok, fmt.Sprintf("%d store pods; not recorded: %v; Copies on %v; finalizer %s: %v", len(pods), missing, nodes, copiesFinalizer, fin), nil
 		})
 }
 
@@ -71,19 +68,13 @@ func stepPVNoRecordFor(ctx context.Context, r *Run, a args) error {
 		if err != nil {
 			return err
 		}
-		var ours []string
-		for _, f := range pv.Finalizers {
-			if strings.HasPrefix(f, recordPrefix) {
-				ours = append(ours, "finalizer "+f)
-			}
+		cs, err := r.copiesOf(ctx, a["name"])
+		if err != nil {
+			return err
 		}
-		for k := range pv.Annotations {
-			if strings.HasPrefix(k, recordPrefix) {
-				ours = append(ours, "annotation "+k)
-			}
-		}
-		if len(ours) > 0 {
-			return fmt.Errorf("PersistentVolume %s carries per-node records, expected none for %s: %v", a["name"], a["duration"], ours)
+		if len(cs) > 0 || slices.Contains(pv.Finalizers, copiesFinalizer) {
+			return fmt.Errorf("PersistentVolume %s carries per-node records, expected none for %s: Copies %v, finalizers %v",
+				a["name"], a["duration"], cs, pv.Finalizers)
 		}
 		return nil
 	})
@@ -162,51 +153,40 @@ func stepPVEventFromEach(ctx context.Context, r *Run, a args) error {
 
 // stepPVRecordsOnly waits until the PV's per-node records are exactly the node's.
 func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
-	want := []string{recordPrefix + a["node"]}
+	want := []string{a["node"]}
 	return harness.Until(ctx, "PersistentVolume "+a["name"]+" to record "+a["node"]+" and no other node", deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
-			pv, err := r.pv(ctx, a["name"])
+			pv, nodes, err := r.recorded(ctx, a["name"])
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}
-			var ours []string
-			for _, f := range pv.Finalizers {
-				if strings.HasPrefix(f, recordPrefix) {
-					ours = append(ours, f)
-				}
-			}
-			return slices.Equal(ours, want), fmt.Sprintf("per-node records %v", ours), nil
+			fin := slices.Contains(pv.Finalizers, copiesFinalizer)
+			return slices.Equal(nodes, want) && fin, fmt.Sprintf("Copies on %v; finalizer %s: %v", nodes, copiesFinalizer, fin), nil
 		})
 }
 
 // stepRecordGoes waits until a live PV no longer records node, while the
 // records of the other nodes stay.
 func stepRecordGoes(ctx context.Context, r *Run, a args) error {
-	gone := recordPrefix + a["node"]
+	gone := a["node"]
 	var before []string
 	return harness.Until(ctx, "the record of "+a["node"]+" to go from the live PersistentVolume "+a["name"], deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
-			pv, err := r.pv(ctx, a["name"])
+			pv, nodes, err := r.recorded(ctx, a["name"])
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}
 			if pv.DeletionTimestamp != nil {
 				return false, "", fmt.Errorf("PersistentVolume %s is being deleted: this step is about a live one", a["name"])
 			}
-			var ours []string
-			for _, f := range pv.Finalizers {
-				if strings.HasPrefix(f, recordPrefix) {
-					ours = append(ours, f)
-				}
-			}
+			others := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == gone })
 			if before == nil {
-				before = slices.DeleteFunc(slices.Clone(ours), func(f string) bool { return f == gone })
+				before = others
 			}
-			others := slices.DeleteFunc(slices.Clone(ours), func(f string) bool { return f == gone })
 			if !slices.Equal(others, before) {
 				return false, "", fmt.Errorf("the records of other nodes changed: had %v, now %v", before, others)
 			}
-			return !slices.Contains(ours, gone), fmt.Sprintf("per-node records %v", ours), nil
+			return !slices.Contains(nodes, gone), fmt.Sprintf("Copies on %v", nodes), nil
 		})
 }
 
@@ -215,8 +195,7 @@ func stepRecordGoes(ctx context.Context, r *Run, a args) error {
 func goneNodeName(i int) string { return fmt.Sprintf("gone-for-good-%05d", i) }
 
 // stepAddGoneRecords does, as an administrator, what a restore or a
-// long-lived cluster leaves: the records of n nodes that are gone, added
-// to a PV in one request.
+// long-lived cluster leaves: the Copies of n nodes that are gone.
 func stepAddGoneRecords(ctx context.Context, r *Run, a args) error {
 	n, err := strconv.Atoi(a["n"])
 	if err != nil || n < 1 {
@@ -226,18 +205,11 @@ func stepAddGoneRecords(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	finalizers := slices.Clone(pv.Finalizers)
+	nodes := make([]string, n)
 	for i := range n {
-		finalizers = append(finalizers, recordPrefix+goneNodeName(i))
+		nodes[i] = goneNodeName(i)
 	}
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": pv.ResourceVersion},
-		{"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
-	})
-	if err != nil {
-		return err
-	}
-	return r.env.R.Patch(ctx, pv, k8s.Patch{PatchType: types.JSONPatchType, Data: patch})
+	return r.createCopies(ctx, pv, nodes)
 }
 
 // stepRecordedBeside waits until a PV records node while it still records
@@ -247,20 +219,17 @@ func stepRecordedBeside(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return fmt.Errorf("not a number of records: %q", a["n"])
 	}
-	own := recordPrefix + a["node"]
 	return harness.Until(ctx, "PersistentVolume "+a["name"]+" to record "+a["node"]+" beside "+a["n"]+" others", deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
-			pv, err := r.pv(ctx, a["name"])
+			_, nodes, err := r.recorded(ctx, a["name"])
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}
-			others := 0
-			for _, f := range pv.Finalizers {
-				if strings.HasPrefix(f, recordPrefix) && f != own {
-					others++
-				}
+			has := slices.Contains(nodes, a["node"])
+			others := len(nodes)
+			if has {
+				others--
 			}
-			has := slices.Contains(pv.Finalizers, own)
 			if has && others < n {
 				return false, "", fmt.Errorf("%s was recorded beside only %d other records (want %d): they went before its publish, so this run proves nothing about it", a["node"], others, n)
 			}
@@ -291,13 +260,18 @@ func stepRestartKubelet(ctx context.Context, r *Run, a args) error {
 // driverClient is a client that acts as the driver's service account with
 // a token bound to a pod on node: what the driver on that node may do.
 func (r *Run) driverClient(node string) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(r.driverConfig(node))
+}
+
+// driverConfig is the configuration of driverClient.
+func (r *Run) driverConfig(node string) *rest.Config {
 	cfg := rest.CopyConfig(r.env.R.GetConfig())
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: driverAccount,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:per-node-system", "system:authenticated"},
 		Extra:    map[string][]string{nodeNameKey: {node}},
 	}
-	return kubernetes.NewForConfig(cfg)
+	return cfg
 }
 
 // asDriverPatch sends a merge patch to a PV as the driver on node.
@@ -389,60 +363,124 @@ func stepDriverAnnotatesPV(ctx context.Context, r *Run, a args) error {
 		fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, k, v))
 }
 
+// stepDriverAddsOthersRecord: the driver on node may not create the Copy
+// of another node.
 func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
-	return r.asDriverRefused(ctx, a["node"], a["name"], "add the record of "+a["other"],
-		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["other"]))
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	c, err := copiesClient(r.driverConfig(a["node"]))
+	if err != nil {
+		return err
+	}
+	made, err := c.Create(ctx, copyObject(pv, a["other"]), metav1.CreateOptions{})
+	if err == nil {
+		if derr := r.deleteCopyAsAdmin(ctx, made.GetName()); derr != nil {
+			r.t.Logf("removing the Copy that should have been refused: %v", derr)
+		}
+	}
+	return r.refusedByPolicy(err, a["node"], "create the Copy of "+a["other"], "PersistentVolume "+a["name"], "")
 }
 
+// stepDriverRemovesOthersRecord: the driver on node may delete the Copy of
+// another node (that is how the Copies of nodes that are gone go), and the
+// other node, which watches its own, creates it again at once.
 func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 	pv, err := r.pv(ctx, a["name"])
 	if err != nil {
 		return err
 	}
-	f := recordPrefix + a["other"]
-	if !slices.Contains(pv.Finalizers, f) {
-		return fmt.Errorf("PersistentVolume %s does not record %s (finalizers %v): nothing to try to remove", a["name"], a["other"], pv.Finalizers)
-	}
-	return r.asDriverRefused(ctx, a["node"], a["name"], "remove the record of "+a["other"],
-		fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, f))
-}
-
-// stepRemoveRecord removes a node's record from a PV as an admin (or a
-// replace without finalizers) would: the record vanishes while the copy
-// stays on the node.
-func stepRemoveRecord(ctx context.Context, r *Run, a args) error {
-	f := recordPrefix + a["node"]
-	patch := fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q],"annotations":{%q:null}}}`, f, f)
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: a["name"]}}
-	if err := r.env.R.Patch(ctx, pv, k8s.Patch{PatchType: types.StrategicMergePatchType, Data: []byte(patch)}); err != nil {
-		return err
-	}
-	got, err := r.pv(ctx, a["name"])
+	cs, err := r.copiesOf(ctx, a["name"])
 	if err != nil {
 		return err
 	}
-	if _, ok := got.Annotations[f]; ok || slices.Contains(got.Finalizers, f) {
-		return fmt.Errorf("PersistentVolume %s still records %s after the patch (finalizers %v)", a["name"], a["node"], got.Finalizers)
+	i := slices.IndexFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) })
+	if i < 0 {
+		return fmt.Errorf("%s holds no Copy of PersistentVolume %s (Copies %v): nothing to delete", a["other"], a["name"], cs)
+	}
+	c, err := copiesClient(r.driverConfig(a["node"]))
+	if err != nil {
+		return err
+	}
+	if err := c.Delete(ctx, cs[i].name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("the driver's account on %s may delete the Copy of %s: %w", a["node"], a["other"], err)
+	}
+	return harness.Until(ctx, a["other"]+" to record itself again on PersistentVolume "+a["name"], deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			cs, err := r.copiesOf(ctx, a["name"])
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			again := slices.ContainsFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) && c.name != cs[i].name })
+			return again, fmt.Sprintf("Copies %v", cs), nil
+		})
+}
+
+// deleteCopyAsAdmin deletes the Copy named name as an administrator.
+func (r *Run) deleteCopyAsAdmin(ctx context.Context, name string) error {
+	c, err := copiesClient(r.env.R.GetConfig())
+	if err != nil {
+		return err
+	}
+	return c.Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// stepRemoveRecord deletes a node's Copy of a PV as an admin (or a restore
+// without Copies) would: the record vanishes while the copy stays on the
+// node.
+func stepRemoveRecord(ctx context.Context, r *Run, a args) error {
+	cs, err := r.copiesOf(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.node == a["node"] {
+			if err := r.deleteCopyAsAdmin(ctx, c.name); err != nil {
+				return err
+			}
+		}
+	}
+	_, nodes, err := r.recorded(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	if slices.Contains(nodes, a["node"]) {
+		return fmt.Errorf("PersistentVolume %s still records %s after its Copy was deleted (Copies on %v)", a["name"], a["node"], nodes)
 	}
 	return nil
 }
 
+// stepDriverAddsOwnRecordRefused: the driver may put the per-node finalizer
+// only on a per-node PV.
 func stepDriverAddsOwnRecordRefused(ctx context.Context, r *Run, a args) error {
-	return r.asDriverRefused(ctx, a["node"], a["name"], "add its own record",
-		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, recordPrefix+a["node"]))
+	return r.asDriverRefused(ctx, a["node"], a["name"], "put the finalizer "+copiesFinalizer,
+		fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer))
 }
 
+// stepDriverAddsOwnRecord: the driver may create its own node's Copy and
+// put the per-node finalizer on the PV.
 func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
-	f := recordPrefix + a["node"]
-	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, f)); err != nil {
-		return fmt.Errorf("the driver's account on %s may add its own record: %w", a["node"], err)
-	}
 	pv, err := r.pv(ctx, a["name"])
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(pv.Finalizers, f) {
-		return fmt.Errorf("patch allowed but %s is not among the finalizers %v", f, pv.Finalizers)
+	c, err := copiesClient(r.driverConfig(a["node"]))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Create(ctx, copyObject(pv, a["node"]), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("the driver's account on %s may create its own Copy: %w", a["node"], err)
+	}
+	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer)); err != nil {
+		return fmt.Errorf("the driver's account on %s may put the finalizer %s: %w", a["node"], copiesFinalizer, err)
+	}
+	pv, nodes, err := r.recorded(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(nodes, a["node"]) || !slices.Contains(pv.Finalizers, copiesFinalizer) {
+		return fmt.Errorf("allowed, but PersistentVolume %s does not record %s: Copies on %v, finalizers %v", a["name"], a["node"], nodes, pv.Finalizers)
 	}
 	return nil
 }

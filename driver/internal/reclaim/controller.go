@@ -406,8 +406,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // copy, a fresh read decides.
 func (c *Controller) syncUncached(ctx context.Context, name string) error {
 	has, err := c.disk.HasCopy(name)
-	if err != nil || !has {
+	if err != nil {
 		return err
+	}
+	if !has {
+		return c.dropOrphanCopies(ctx, name)
 	}
 	uid, err := c.disk.CopyUID(name)
 	if err != nil {
@@ -415,7 +418,10 @@ func (c *Controller) syncUncached(ctx context.Context, name string) error {
 	}
 	pv, err := getPVFresh(ctx, c.client, name)
 	if errors.Is(err, ErrNoVolume) {
-		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
+		if err := c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists"); err != nil {
+			return err
+		}
+		return c.dropOrphanCopies(ctx, name)
 	}
 	if err != nil {
 		return err
@@ -517,17 +523,50 @@ func (c *Controller) tidyOwn(ctx context.Context, pv *corev1.PersistentVolume) e
 	return nil
 }
 
+// dropOrphanCopies deletes this node's Copies of the name of a PV the cache
+// does not know, and whose copy is gone from this node's disk, once a fresh
+// read shows that no PV of their UID exists.
+func (c *Controller) dropOrphanCopies(ctx context.Context, name string) error {
+	mine := c.ownOf(name)
+	if len(mine) == 0 {
+		return nil
+	}
+	pv, err := getPVFresh(ctx, c.client, name)
+	if err != nil && !errors.Is(err, ErrNoVolume) {
+		return err
+	}
+	for _, cp := range mine {
+		if pv != nil && string(pv.UID) == cp.Spec.VolumeUID {
+			continue // the cache is behind: the PV's own event decides
+		}
+		dctx, cancel := context.WithTimeout(ctx, APITimeout)
+		err := deleteCopy(dctx, c.copies, cp)
+		cancel()
+		if err != nil {
+			return err
+		}
+		klog.InfoS("Deleted the Copy of a PersistentVolume that no longer exists", "volume_id", name, "copy", cp.Name)
+	}
+	return nil
+}
+
 // removeIfReplaced removes a copy bound to uid once a fresh read confirms
 // that the PV of its name is gone or carries another UID.
 func (c *Controller) removeIfReplaced(ctx context.Context, name, uid string) error {
 	fresh, err := getPVFresh(ctx, c.client, name)
 	switch {
 	case errors.Is(err, ErrNoVolume):
-		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists")
+		if err := c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume no longer exists"); err != nil {
+			return err
+		}
+		return c.dropOrphanCopies(ctx, name)
 	case err != nil:
 		return err
 	case string(fresh.UID) != uid:
-		return c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume was deleted and created again")
+		if err := c.removeCopy(name, uid, metrics.RemovedOrphan, "its PersistentVolume was deleted and created again"); err != nil {
+			return err
+		}
+		return c.tidyOwn(ctx, fresh) // its Copy of the old UID
 	}
 	return nil // the cache was behind; the update event brings it back
 }

@@ -668,3 +668,25 @@ func TestRunEmptiesWhatACrashLeftInTheTrash(t *testing.T) {
 		return poll.Continue("the trash was emptied %d times; the first fails, the controller must try again", copies.trashCalls)
 	}, poll.WithTimeout(30*time.Second), poll.WithDelay(50*time.Millisecond))
 }
+
+// This node's Copies of a PV that no longer exists, or that was created
+// again, go with the copy they record (or without one, if the copy went
+// first); a Copy of a PV that exists stays.
+func TestCopiesOfGonePVsGo(t *testing.T) {
+	disk := &fakeCopies{uids: map[string]string{"gone": "u1", "reborn": "old-uid"}}
+	ctl := newController(t, me, disk, []string{me}, recorded(pv("reborn", "new-uid"), me), recorded(pv("kept", "u4"), me))
+	stale := []*copyapi.Copy{copyOf("gone", "u1", me), copyOf("reborn", "old-uid", me), copyOf("nodisk", "u9", me)}
+	for _, c := range stale {
+		assert.NilError(t, ctl.world.copies.Tracker.Add(c))
+		assert.NilError(t, ctl.own.Add(c))
+	}
+	assert.NilError(t, ctl.queueLocal())
+	ctl.queue.Add("nodisk")
+	assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
+	var left []string
+	for _, c := range ctl.allCopies(t) {
+		left = append(left, c.Spec.Volume+"/"+c.Spec.VolumeUID)
+	}
+	assert.DeepEqual(t, sorted(left), []string{"kept/u4", "reborn/new-uid"})
+	assert.DeepEqual(t, sorted(disk.removed), []string{"gone", "reborn"})
+}

@@ -249,8 +249,13 @@ func TestMonitoringComponentIsTheCharts(t *testing.T) {
 func TestTheDriversRolesGrantOnlyWhatItUses(t *testing.T) {
 	want := []string{
 		// reclaim: the PV informer (list, watch), the fresh read before a
-		// record is trusted (get), the records themselves (patch).
+		// record is trusted (get), the finalizer per-node.liken.sh/copies
+		// (patch).
 		"ClusterRole/per-node-node: persistentvolumes get,list,patch,watch",
+		// reclaim: the records themselves: this node's Copy (create), the
+		// informer of its own (list, watch), a PV's Copies (list), its own
+		// and gone nodes' deleted (delete, and deletecollection for many).
+		"ClusterRole/per-node-node: per-node.liken.sh/copies create,delete,deletecollection,list,watch",
 		// reclaim: the Node informer (list, watch) and the fresh read that
 		// confirms a node is gone (get); copylabels: its own Node's labels
 		// (patch).
