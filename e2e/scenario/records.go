@@ -165,6 +165,35 @@ func stepPVRecordsOnly(ctx context.Context, r *Run, a args) error {
 		})
 }
 
+// stepPVRecordsExactly waits until the nodes that hold a Copy of the PV are
+// exactly those of a list, and the PV carries the finalizer.
+func stepPVRecordsExactly(ctx context.Context, r *Run, a args) error {
+	want, err := r.nodeList(a)
+	if err != nil {
+		return err
+	}
+	return r.untilRecorded(ctx, a["name"], fmt.Sprintf("exactly %v", want), func(nodes []string) bool { return slices.Equal(nodes, want) })
+}
+
+// stepPVRecords waits until the PV records node (among others).
+func stepPVRecords(ctx context.Context, r *Run, a args) error {
+	return r.untilRecorded(ctx, a["name"], a["node"], func(nodes []string) bool { return slices.Contains(nodes, a["node"]) })
+}
+
+// untilRecorded waits until the PV carries the finalizer and the nodes that
+// hold a Copy of it satisfy ok.
+func (r *Run) untilRecorded(ctx context.Context, name, what string, ok func([]string) bool) error {
+	return harness.Until(ctx, "PersistentVolume "+name+" to record "+what, deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pv, nodes, err := r.recorded(ctx, name)
+			if err != nil {
+				return false, "", harness.Unobserved(err)
+			}
+			fin := slices.Contains(pv.Finalizers, copiesFinalizer)
+			return fin && ok(nodes), fmt.Sprintf("Copies on %v; finalizer %s: %v", nodes, copiesFinalizer, fin), nil
+		})
+}
+
 // stepRecordGoes waits until a live PV no longer records node, while the
 // records of the other nodes stay.
 func stepRecordGoes(ctx context.Context, r *Run, a args) error {

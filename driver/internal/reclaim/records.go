@@ -56,7 +56,7 @@ func copiesOf(ctx context.Context, copies kube.Copies, volume, uid string) ([]co
 		page, err := copies.List(lctx, opts)
 		cancel()
 		if err != nil {
-			return nil, apiError(err, "list the Copies of PersistentVolume %s", volume)
+			return nil, copyAPIError(err, "list the Copies of PersistentVolume %s", volume)
 		}
 		for _, c := range page.Items {
 			if c.Of(volume, uid) {
@@ -84,7 +84,7 @@ func holders(cs []copyapi.Copy) []string {
 func createCopy(ctx context.Context, copies kube.Copies, pv *corev1.PersistentVolume, node string) (*copyapi.Copy, error) {
 	c, err := copies.Create(ctx, copyapi.New(pv.Name, string(pv.UID), node), metav1.CreateOptions{FieldManager: DriverName})
 	if err != nil {
-		return nil, apiError(err, "create the Copy of PersistentVolume %s on node %s", pv.Name, node)
+		return nil, copyAPIError(err, "create the Copy of PersistentVolume %s on node %s", pv.Name, node)
 	}
 	return c, nil
 }
@@ -134,10 +134,21 @@ func forgetCopies(ctx context.Context, copies kube.Copies, volume, uid string, n
 		err := copies.DeleteCollection(dctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 		cancel()
 		if err != nil {
-			return apiError(err, "delete the Copies of PersistentVolume %s on %s", volume, nodesNamed(batch))
+			return copyAPIError(err, "delete the Copies of PersistentVolume %s on %s", volume, nodesNamed(batch))
 		}
 	}
 	return nil
+}
+
+// copyAPIError is apiError for a request about Copies, where NotFound for a
+// list or a create means the API server does not serve them: the CRD is not
+// installed (an outage to the caller, never a missing PV).
+func copyAPIError(err error, format string, args ...any) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: %s: the API server does not serve copies.%s (is deploy/crd.yaml applied?): %v",
+			ErrAPI, fmt.Sprintf(format, args...), copyapi.Group, err)
+	}
+	return apiError(err, format, args...)
 }
 
 // addFinalizer puts Finalizer on pv (of pv's UID only) and returns the PV as
