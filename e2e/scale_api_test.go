@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,7 +35,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -56,18 +58,19 @@ import (
 // unpublishing with real bind mounts. For each N it prints, each beside
 // its goal, met or NOT met:
 //   - each host driver's RSS (goal: at most 40 MiB);
-//   - the admission of one record change by a node when the PV already
-//     records N nodes (median of 5), beside an administrator removing it, which
-//     no policy checks (goal: at most 0.3 s);
-//   - for one record change of a PV one host driver holds, the PVs the
-//     other host drivers' watches deliver (goal: none), and for one change
+//   - the admission of one record change by a node (its Copy created) when
+//     N other nodes hold a Copy of the PV (median of 5), beside an
+//     administrator deleting it, which no policy checks (goal: at most 0.3 s);
+//   - for one record change of a PV another host driver recorded first,
+//     the PVs and Copies the other host drivers' watches deliver (goal:
+//     none), and for one change
 //     of a Node none of them runs on, the Nodes their watches deliver (goal:
 //     none), counted by each driver (per_node_api_objects_received_total);
 //     beside them, the watch events and bytes the API server counted for
 //     every watcher;
 //
 // and, once: the time from deleting a PV to its disappearance with 3
-// copies, and with 3 copies and the records of 997 nodes that are gone.
+// copies, and with 3 copies and the Copies of 997 nodes that are gone.
 func TestScaleAPI(t *testing.T) {
 	f := features.New("scale").Assess("bench-scale", func(ctx context.Context, t *testing.T, c *envconf.Config) context.Context {
 		r := client(t, c)
@@ -89,13 +92,13 @@ func TestScaleAPI(t *testing.T) {
 			s.makeNodes(ctx, n)
 			s.quiet(ctx)
 			s.row(part, "host driver RSS, largest (MiB)", s.largestRSS()/(1<<20), "<= 40", s.largestRSS() <= 40<<20)
-			drv, merged, adm := s.admission(ctx, n)
-			s.row(part, "admission of a record change, node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
-			s.row(part, "the same record as a strategic merge patch (s)", merged.Seconds(), "-", true)
-			s.row(part, "that record removed by an administrator (s)", adm.Seconds(), "-", true)
+			drv, adm := s.admission(ctx, n)
+			s.row(part, "admission of a record change (a Copy), node (s)", drv.Seconds(), "<= 0.3", drv <= 300*time.Millisecond)
+			s.row(part, "that Copy deleted by an administrator (s)", adm.Seconds(), "-", true)
 			s.quiet(ctx)
-			sent, others := s.recordChange(ctx)
-			s.row(part, "PVs sent to the other host drivers per record change", others, "0", others == 0)
+			sent, pvs, copies := s.recordChange(ctx)
+			s.row(part, "PVs sent to the other host drivers per record change", pvs, "0", pvs == 0)
+			s.row(part, "Copies sent to the other host drivers per record change", copies, "0", copies == 0)
 			s.row(part, "API server: PV watch events per record change, all watchers", sent.events, "-", true)
 			s.row(part, "API server: PV watch bytes per record change (KiB)", sent.bytes/1024, "-", true)
 			s.quiet(ctx)
@@ -393,69 +396,90 @@ func rss(t *testing.T, pid int) int64 {
 // admissionTries is how many times a record change is timed.
 const admissionTries = 5
 
-// admission times one record change by a node (its own record added, as
-// the driver sends it: a JSON patch appending it, and for comparison as a
-// strategic merge patch) and an administrator removing that record, on a
-// PV that records n nodes: the medians of admissionTries.
-func (s *scale) admission(ctx context.Context, n int) (node, merged, admin time.Duration) {
+// admission times one record change by a node (its own Copy created, as
+// the driver does) and an administrator deleting that Copy, which no policy
+// checks, beside the Copies of n other nodes: the medians of
+// admissionTries.
+func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration) {
 	name := fmt.Sprintf("per-node-scale-records-%d", n)
 	s.ourPV(ctx, name)
-	records := make([]string, n)
-	for i := range n {
-		records[i] = "per-node.liken.sh/" + scaleNode(i)
-	}
-	s.patchFinalizers(ctx, s.cs, name, records)
 	pv, err := s.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 	assert.NilError(s.t, err)
-	as := s.asNode(scaleNode(n)) // a node that is not recorded yet
-	own := "per-node.liken.sh/" + scaleNode(n)
-	// As the driver's recordAppend (driver/internal/reclaim/records.go).
-	appended := fmt.Appendf(nil, `[{"op":"test","path":"/metadata/uid","value":%q},{"op":"add","path":"/metadata/finalizers/-","value":%q}]`, pv.UID, own)
-	add := fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, own)
-	remove := fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, own)
+	nodes := make([]string, n)
+	for i := range n {
+		nodes[i] = scaleNode(i)
+	}
+	s.makeCopies(ctx, pv, nodes)
+	as := s.copiesAs(scaleNode(n)) // a node that is not recorded yet
+	admins := s.copiesAs("")
 	// The median of admissionTries: one request is at the mercy of whatever
 	// else the API server is doing at that moment.
-	timed := func(cs kubernetes.Interface, pt types.PatchType, patch []byte, what string) time.Duration {
-		start := time.Now()
-		_, err := cs.CoreV1().PersistentVolumes().Patch(ctx, name, pt, patch, metav1.PatchOptions{})
-		took := time.Since(start)
-		assert.NilError(s.t, err, what)
-		return took
-	}
-	var nodes, merges, admins []time.Duration
+	var created, deleted []time.Duration
 	for range admissionTries {
-		nodes = append(nodes, timed(as, types.JSONPatchType, appended, "the node's own record was refused"))
-		admins = append(admins, timed(s.cs, types.StrategicMergePatchType, remove, "an administrator's removal"))
-		merges = append(merges, timed(as, types.StrategicMergePatchType, add, "the node's own record (merge) was refused"))
-		timed(s.cs, types.StrategicMergePatchType, remove, "an administrator's removal")
+		start := time.Now()
+		made, err := as.Create(ctx, copyObject(pv, scaleNode(n)), metav1.CreateOptions{})
+		created = append(created, time.Since(start))
+		assert.NilError(s.t, err, "the node's own Copy was refused")
+		start = time.Now()
+		assert.NilError(s.t, admins.Delete(ctx, made.GetName(), metav1.DeleteOptions{}), "an administrator's deletion")
+		deleted = append(deleted, time.Since(start))
 	}
 	median := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	node, merged, admin = median(nodes), median(merges), median(admins)
-	s.patchFinalizers(ctx, s.cs, name, nil)
+	s.deleteCopiesOf(ctx, name)
 	assert.NilError(s.t, s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}))
-	return node, merged, admin
+	return median(created), median(deleted)
 }
 
-func (s *scale) patchFinalizers(ctx context.Context, cs kubernetes.Interface, name string, fs []string) {
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fs}})
-	assert.NilError(s.t, err)
-	_, err = cs.CoreV1().PersistentVolumes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{})
-	assert.NilError(s.t, err)
+// copyGVR is the Copy resource (deploy/crd.yaml).
+var copyGVR = schema.GroupVersionResource{Group: "per-node.liken.sh", Version: "v1alpha1", Resource: "copies"}
+
+// copyObject is the Copy of pv on node, as the driver makes it.
+func copyObject(pv *corev1.PersistentVolume, node string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": copyGVR.GroupVersion().String(), "kind": "Copy",
+		"metadata": map[string]any{"generateName": pv.Name + "-",
+			"labels": map[string]any{"per-node.liken.sh/volume": pv.Name, "per-node.liken.sh/volume-uid": string(pv.UID),
+				"per-node.liken.sh/node": node}},
+		"spec": map[string]any{"volume": pv.Name, "volumeUID": string(pv.UID), "node": node},
+	}}
 }
 
-// asNode is a client with the driver's account on node.
-func (s *scale) asNode(node string) kubernetes.Interface {
+// copiesAs is a client of Copies with the driver's account on node, or an
+// administrator's ("").
+func (s *scale) copiesAs(node string) dynamic.NamespaceableResourceInterface {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
 	assert.NilError(s.t, err)
 	cfg = unthrottled(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{
+	if node != "" {
+		cfg.Impersonate = driverIdentity(node)
+	}
+	d, err := dynamic.NewForConfig(cfg)
+	assert.NilError(s.t, err)
+	return d.Resource(copyGVR)
+}
+
+// makeCopies creates, as an administrator, the Copies of pv on nodes.
+func (s *scale) makeCopies(ctx context.Context, pv *corev1.PersistentVolume, nodes []string) {
+	c := s.copiesAs("")
+	assert.NilError(s.t, parallel(len(nodes), func(i int) error {
+		_, err := c.Create(ctx, copyObject(pv, nodes[i]), metav1.CreateOptions{})
+		return err
+	}))
+}
+
+// deleteCopiesOf deletes every Copy of the PV named name.
+func (s *scale) deleteCopiesOf(ctx context.Context, name string) {
+	err := s.copiesAs("").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "per-node.liken.sh/volume=" + name})
+	assert.NilError(s.t, err)
+}
+
+// driverIdentity is the driver's account on node, as its bound token says.
+func driverIdentity(node string) rest.ImpersonationConfig {
+	return rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:per-node-system:per-node-node",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:per-node-system", "system:authenticated"},
 		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {node}},
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	assert.NilError(s.t, err)
-	return cs
 }
 
 // watchSent is what the API server counted of the watch events it sent.
@@ -492,22 +516,28 @@ func (s *scale) watchEvents(ctx context.Context, resource, kind string) watchSen
 	return w
 }
 
-// recordChange is what one record change sends: node 0's driver
-// publishes a new PV, which records it. It returns the PV watch events and
-// bytes the API server counted over a window of 5 s around it, for every
-// watcher, and the PVs the other host drivers' watches delivered meanwhile
+// recordChange is what one record change sends: node 0's driver publishes
+// a PV that node 1 already recorded (a pod moved to a node that had no
+// copy), which creates node 0's Copy and changes nothing of the PV. It
+// returns the PV watch events and bytes the API server counted over a
+// window of 5 s around it, for every watcher, and the PVs and Copies the
+// other host drivers' watches delivered meanwhile
 // (per_node_api_objects_received_total), which none of them needs.
-func (s *scale) recordChange(ctx context.Context) (watchSent, float64) {
+func (s *scale) recordChange(ctx context.Context) (sent watchSent, pvs, copies float64) {
 	name := fmt.Sprintf("per-node-scale-event-%d", len(s.pvs))
 	s.ourPV(ctx, name)
+	first, holder, others := s.drivers[1], s.drivers[0], s.drivers[1:]
+	assert.NilError(s.t, first.publish(ctx, name)) // the PV's finalizer: once in its life
+	assert.NilError(s.t, first.unpublish(ctx, name))
 	s.quiet(ctx)
-	holder, others := s.drivers[0], s.drivers[1:]
-	before, got := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume"), s.received(others, "persistentvolumes")
+	before := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
+	gotPVs, gotCopies := s.received(others, "persistentvolumes"), s.received(others, "copies")
 	assert.NilError(s.t, holder.publish(ctx, name))
 	s.settleBriefly(ctx)
-	after, gotAfter := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume"), s.received(others, "persistentvolumes")
+	after := s.watchEvents(ctx, "persistentvolumes", "PersistentVolume")
+	pvs, copies = s.received(others, "persistentvolumes")-gotPVs, s.received(others, "copies")-gotCopies
 	assert.NilError(s.t, holder.unpublish(ctx, name))
-	return watchSent{after.events - before.events, after.bytes - before.bytes}, gotAfter - got
+	return watchSent{after.events - before.events, after.bytes - before.bytes}, pvs, copies
 }
 
 // nodeChange is what one change of a Node no host driver runs on sends (a
@@ -575,11 +605,11 @@ func (s *scale) deleteTiming(ctx context.Context, live, gone int) time.Duration 
 	if gone > 0 {
 		pv, err := s.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 		assert.NilError(s.t, err)
-		fs := slices.Clone(pv.Finalizers)
+		nodes := make([]string, gone)
 		for i := range gone {
-			fs = append(fs, fmt.Sprintf("per-node.liken.sh/per-node-scale-gone-%05d", i))
+			nodes[i] = fmt.Sprintf("per-node-scale-gone-%05d", i)
 		}
-		s.patchFinalizers(ctx, s.cs, name, fs)
+		s.makeCopies(ctx, pv, nodes)
 	}
 	start := time.Now()
 	assert.NilError(s.t, s.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}))
@@ -592,7 +622,8 @@ func (s *scale) deleteTiming(ctx context.Context, live, gone int) time.Duration 
 			return time.Since(start)
 		}
 		if err == nil && time.Since(logged) > 10*time.Second {
-			s.t.Logf("PV %s: %d finalizers left after %s", name, len(pv.Finalizers), time.Since(start).Round(time.Second))
+			left, _ := s.copiesAs("").List(ctx, metav1.ListOptions{LabelSelector: "per-node.liken.sh/volume=" + name})
+			s.t.Logf("PV %s: finalizers %v, %d Copies left after %s", name, pv.Finalizers, len(left.Items), time.Since(start).Round(time.Second))
 			logged = time.Now()
 		}
 		select {
@@ -634,4 +665,11 @@ func (s *scale) cleanup() {
 		})
 	}
 	_ = s.cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+	if l, err := s.copiesAs("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range l.Items {
+			if v, _, _ := unstructured.NestedString(c.Object, "spec", "volume"); strings.HasPrefix(v, "per-node-scale-") {
+				_ = s.copiesAs("").Delete(ctx, c.GetName(), metav1.DeleteOptions{})
+			}
+		}
+	}
 }
