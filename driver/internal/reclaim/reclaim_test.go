@@ -530,9 +530,10 @@ func (c *cacheOf) OwnCopy(volume, uid string) (*copyapi.Copy, bool) {
 	return nil, c.synced
 }
 
-// A PV the cache shows recorded costs no request; one it shows without this
-// node's Copy is recorded without a read first; whatever changed since the
-// cache saw it, the outcome is the one a fresh read would have given.
+// A PV the cache shows recorded costs one read, which confirms it is not
+// being deleted; one it shows without this node's Copy is recorded
+// without a read first; whatever changed since the cache saw it, the
+// outcome is the one a fresh read would have given.
 func TestRecordFromTheCache(t *testing.T) {
 	notOurs := pv("store", "uid-1")
 	notOurs.Spec.CSI.VolumeHandle = "other"
@@ -548,7 +549,9 @@ func TestRecordFromTheCache(t *testing.T) {
 		{"seen without the record", pvs(pv("store", "uid-1", pvProtection)), seen(pv("store", "uid-1", pvProtection)),
 			nil, "uid-1", []string{"patch", "|", "create"}, true},
 		{"seen with the record", pvs(pv("store", "uid-1", rec(me))), seen(pv("store", "uid-1", rec(me))),
-			nil, "uid-1", []string{"|"}, true},
+			nil, "uid-1", []string{"get", "|"}, true},
+		{"seen with the record, its deletion begun since", pvs(deleting(pv("store", "uid-1", rec(me)))), seen(pv("store", "uid-1", rec(me))),
+			ErrDeleting, "", []string{"get", "|"}, true},
 		{"seen, the Copy not yet", pvs(pv("store", "uid-1", rec("worker-b"))), seen(pv("store", "uid-1", rec("worker-b"))),
 			nil, "uid-1", []string{"get", "|", "create"}, true},
 		{"not seen", pvs(pv("store", "uid-1", pvProtection)), nil,

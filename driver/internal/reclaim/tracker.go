@@ -185,11 +185,14 @@ func (t *Tracker) record(ctx context.Context, handle string) (uid string, wrote 
 
 // read is the PV of handle, checked: a per-node volume of that name, not
 // being deleted. Unless fresh, it is the cache's if the cache shows such a
-// PV (what is written next is checked against the API server's answer).
+// PV that does not record this node yet: the one case where the read can
+// be saved, since what is written next is checked against the API
+// server's answer. A PV that records this node is read fresh: nothing is
+// written, and the read is what confirms it is not being deleted.
 func (t *Tracker) read(ctx context.Context, handle string, fresh bool) (*corev1.PersistentVolume, error) {
 	var pv *corev1.PersistentVolume
 	if t.cache != nil && !fresh {
-		if seen, ok := t.cache.Cached(handle); ok && CheckOurs(seen, handle) == nil && seen.DeletionTimestamp == nil {
+		if seen, ok := t.cache.Cached(handle); ok && CheckOurs(seen, handle) == nil && seen.DeletionTimestamp == nil && !t.recordedIn(seen) {
 			pv = seen
 		}
 	}
@@ -303,6 +306,16 @@ func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (boo
 		return false, err
 	}
 	return slices.ContainsFunc(cs, func(c copyapi.Copy) bool { return c.Spec.Node == t.node }), nil
+}
+
+// recordedIn says whether the caches show pv recorded: this node's Copy of
+// it, and its finalizer.
+func (t *Tracker) recordedIn(pv *corev1.PersistentVolume) bool {
+	if !hasFinalizer(pv) || t.own == nil {
+		return false
+	}
+	c, _ := t.own.OwnCopy(pv.Name, string(pv.UID))
+	return c != nil
 }
 
 // ownKey is the key of this node's Copy of a PV of name and UID.
