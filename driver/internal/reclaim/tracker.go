@@ -4,24 +4,27 @@
 // Package reclaim ties each node's copies to the PersistentVolume they
 // belong to, so that deleting the PV removes every copy on every node, and
 // nothing else. Nothing in Kubernetes tells a CSI driver that a static PV
-// was deleted, so the driver works from the PV objects themselves:
+// was deleted, so the driver works from the API objects themselves:
 //
-//   - before a node creates its copy it records itself on the PV: its
-//     finalizer, per-node.liken.sh/<node> (long names hashed, the full name
-//     then in an annotation of the same key). `kubectl get pv -o yaml` shows
-//     which nodes hold copies, and the PV cannot disappear while one remains;
-//   - a node only ever adds or removes its own record, with a conditional
-//     patch, and only on a PV that is a per-node volume of that name;
+//   - before a node creates its copy it records itself: its Copy
+//     (copyapi), one object per PV and node, and the PV's one finalizer,
+//     per-node.liken.sh/copies, which stays while any Copy of it remains.
+//     `kubectl get copies` shows which nodes hold copies, and the PV cannot
+//     disappear while one remains;
+//   - a node creates only its own Copy, and on the PV writes only that
+//     finalizer, with a patch that carries the UID it read; what it wrote
+//     is checked against the API server's answer;
 //   - when the PV is being deleted and its claim is gone, each node removes
-//     its copy as soon as no pod on it holds the copy, then its record;
-//   - when a PV is being deleted, the drivers on the other nodes remove the
-//     records of Nodes that are gone, so a node that never returns wedges
-//     nothing;
+//     its copy as soon as no pod on it holds the copy, then deletes its
+//     Copy; the node whose fresh list finds no Copy left removes the
+//     finalizer;
+//   - the Copies of Nodes that are gone are deleted by one live holder, so
+//     a node that never returns wedges nothing;
 //   - a copy is removed only when its PV is being deleted, or a fresh read
 //     shows the PV gone or carrying another UID. A missing record is not
-//     permission to delete: a node whose record vanished (a Node deleted and
-//     re-registered, a PV replaced without its finalizers) records itself
-//     again and keeps its copy.
+//     permission to delete: a node whose Copy vanished (deleted by hand, a
+//     Node deleted and re-registered) or whose PV lost its finalizer (a PV
+//     replaced) records itself again and keeps its copy.
 package reclaim
 
 import (
