@@ -432,7 +432,8 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Delete(ctx, cs[i].name, metav1.DeleteOptions{}); err != nil {
+	deleted := cs[i].name
+	if err := c.Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("the driver's account on %s may delete the Copy of %s: %w", a["node"], a["other"], err)
 	}
 	return harness.Until(ctx, a["other"]+" to record itself again on PersistentVolume "+a["name"], deadline(ctx),
@@ -441,8 +442,8 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}
-			again := slices.ContainsFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) && c.name != cs[i].name })
-			return again, fmt.Sprintf("Copies %v", cs), nil
+			again := slices.ContainsFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) && c.name != deleted })
+			return again, fmt.Sprintf("deleted %s; Copies %v", deleted, cs), nil
 		})
 }
 
