@@ -447,6 +447,36 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 		})
 }
 
+// stepDriverChangesOwnCopy: the driver on node may not change a Copy, not
+// even its own (here: a label added), and the Copy stays as it was.
+func stepDriverChangesOwnCopy(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	cs, err := r.copiesOf(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(cs, func(c aCopy) bool { return c.node == a["node"] && c.uid == string(pv.UID) })
+	if i < 0 {
+		return fmt.Errorf("%s holds no Copy of PersistentVolume %s (Copies %v): nothing to change", a["node"], a["name"], cs)
+	}
+	c, err := copiesClient(r.driverConfig(a["node"]))
+	if err != nil {
+		return err
+	}
+	patch := `{"metadata":{"labels":{"team":"thief"}}}`
+	_, err = c.Patch(ctx, cs[i].name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err == nil {
+		undo := `{"metadata":{"labels":{"team":null}}}`
+		if admin, aerr := copiesClient(r.env.R.GetConfig()); aerr == nil {
+			_, _ = admin.Patch(ctx, cs[i].name, types.MergePatchType, []byte(undo), metav1.PatchOptions{})
+		}
+	}
+	return r.refusedByPolicy(err, a["node"], "change its own Copy", "Copy "+cs[i].name, patch)
+}
+
 // deleteCopyAsAdmin deletes the Copy named name as an administrator.
 func (r *Run) deleteCopyAsAdmin(ctx context.Context, name string) error {
 	c, err := copiesClient(r.env.R.GetConfig())

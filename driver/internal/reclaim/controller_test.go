@@ -605,9 +605,9 @@ func TestManyRecordedNodesAreReadByAList(t *testing.T) {
 	assert.Equal(t, len(ctl.holders(t, "v")), len(records))
 }
 
-// The controller watches only its own Node: its informer's list and watch
-// ask for that one name, and another Node's arrival or departure queues
-// nothing.
+// The controller watches only its own Node and its own Copies: its
+// informers' lists and watches ask for that one name and that node's
+// label, and another Node's arrival or departure queues nothing.
 func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 	copies := &fakeCopies{uids: map[string]string{}}
 	ctl := newController(t, me, copies, []string{me, "other"}, recorded(pv("v", "u"), "other"))
@@ -633,6 +633,19 @@ func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 	assert.Assert(t, len(selectors) > 0, "the controller neither listed nor watched Nodes")
 	for _, s := range selectors {
 		assert.Assert(t, strings.HasSuffix(s, " metadata.name="+me), "a Node list or watch not narrowed to this node: %q (all: %v)", s, selectors)
+	}
+	var copySelectors []string
+	for _, a := range ctl.world.copies.Fake.Actions() {
+		switch a := a.(type) {
+		case clienttesting.ListAction:
+			copySelectors = append(copySelectors, "list "+a.GetListRestrictions().Labels.String())
+		case clienttesting.WatchAction:
+			copySelectors = append(copySelectors, "watch "+a.GetWatchRestrictions().Labels.String())
+		}
+	}
+	assert.Assert(t, len(copySelectors) > 0, "the controller neither listed nor watched Copies")
+	for _, s := range copySelectors {
+		assert.Assert(t, strings.HasSuffix(s, " "+copyapi.NodeSelector(me)), "a Copy list or watch not narrowed to this node's: %q (all: %v)", s, copySelectors)
 	}
 }
 
