@@ -125,7 +125,7 @@ func (c *Copy) DeepCopy() *Copy {
 		return nil
 	}
 	out := &Copy{TypeMeta: c.TypeMeta, Spec: c.Spec}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
 
@@ -135,7 +135,7 @@ func (l *CopyList) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := &CopyList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]Copy, len(l.Items))
 		for i := range l.Items {
