@@ -589,3 +589,17 @@ func TestRecordFromTheCache(t *testing.T) {
 }
 
 func pvs(p ...*corev1.PersistentVolume) []*corev1.PersistentVolume { return p }
+
+// A node records itself once: a second publish before the driver's own
+// view of its Copies shows the first (the informer a moment behind) makes
+// no second Copy.
+func TestARecordIsMadeOnceWhileTheViewLags(t *testing.T) {
+	w := newWorld(pv("store", "uid-1", pvProtection))
+	tr := w.tracker(me)
+	tr.Consult(seen(pv("store", "uid-1", pvProtection))) // synced, and never shows the Copy
+	for range 3 {
+		_, err := tr.Record(context.Background(), "store")
+		assert.NilError(t, err)
+	}
+	assert.Equal(t, len(w.allCopies(t)), 1, "Copies: %v", w.allCopies(t))
+}
