@@ -14,11 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -78,7 +75,10 @@ type Controller struct {
 	disk    Copies
 	tracker *Tracker
 	queue   workqueue.TypedRateLimitingInterface[string]
-	pvs     listersv1.PersistentVolumeLister
+	// watches watches the PVs this node holds a copy or a Copy of; held
+	// is where they are read (watches, or a fixed set in tests).
+	watches *heldPVs
+	held    pvView
 	nodes   cache.GenericLister
 	// own is this node's Copies, indexed by volume.
 	own     cache.Indexer
@@ -96,11 +96,13 @@ type Controller struct {
 func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
 	c := &Controller{client: client, copies: copyClient, meta: meta, node: node, disk: copies, metrics: m,
 		tracker: NewTracker(client, copyClient, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
+		watches: newHeldPVs(client, resync),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// A copy held by a pod is retried at most 10 s apart, so it goes
 			// soon after the pod; retries of a held copy cost no API call.
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "reclaim"})}
+	c.held = c.watches
 	m.Register(recordsCollector{c})
 	return c
 }
@@ -117,29 +119,16 @@ func (c *Controller) ForgetGoneAfter(d time.Duration) { c.gone = newGoneClock(d)
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
 func (c *Controller) Run(ctx context.Context) error {
-	pvInformer := kube.PersistentVolumeInformer(c.client, resync)
-	if err := pvInformer.SetTransform(lean); err != nil {
-		return err
-	}
-	c.pvs = listersv1.NewPersistentVolumeLister(pvInformer.GetIndexer())
-	if _, err := pvInformer.AddEventHandler(c.metrics.Receiving("persistentvolumes")); err != nil {
-		return err
-	}
 	onPV := func(obj any) {
-		if pv, ok := obj.(*corev1.PersistentVolume); ok && ours(pv) {
-			c.queue.Add(pv.Name)
+		if name := objectName(obj); name != "" {
+			c.queue.Add(name)
 		}
 	}
-	if _, err := pvInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) },
-		DeleteFunc: func(obj any) {
-			if name := objectName(obj); name != "" {
-				c.queue.Add(name) // a copy whose PV went without our record
-			}
-		},
-	}); err != nil {
-		return err
-	}
+	c.watches.handlers = []cache.ResourceEventHandler{c.metrics.Receiving("persistentvolumes"), cache.ResourceEventHandlerFuncs{
+		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) }, DeleteFunc: onPV, // a copy whose PV went without our record
+	}}
+	c.watches.start(ctx)
+	defer c.watches.wait()
 	// This node's own Node only: whether it is registered decides
 	// re-recording. Other Nodes are asked about, only when a PV being
 	// deleted records them (forgetGoneNodes): a watch of every Node would
@@ -164,15 +153,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stop, err := kube.Start(ctx, pvInformer, nodeInformer, copyInformer)
+	stop, err := kube.Start(ctx, nodeInformer, copyInformer)
 	defer stop()
 	if err != nil {
-		return fmt.Errorf("PersistentVolumes, Nodes and Copies: %w", err)
+		return fmt.Errorf("Nodes and Copies: %w", err)
 	}
 	c.synced.Store(true)
 	if err := c.queueLocal(); err != nil {
 		return err
 	}
+	for _, v := range c.own.ListIndexFuncValues(byVolume) {
+		c.queue.Add(v)
+	}
+	go c.janitor(ctx)
 	go c.emptyTrash(ctx)
 	go func() {
 		<-ctx.Done()
@@ -266,14 +259,11 @@ func (c *Controller) work(ctx context.Context) {
 	wg.Wait()
 }
 
-// Cached returns the PV of name as the controller's informer last saw it.
-// Before the informer's cache has synced it has seen nothing.
+// Cached returns the PV of name as the controller's watch of it last saw
+// it: only PVs this node holds are watched, and before a watch has synced
+// it has seen nothing.
 func (c *Controller) Cached(name string) (*corev1.PersistentVolume, bool) {
-	if !c.synced.Load() {
-		return nil, false
-	}
-	pv, err := c.pvs.Get(name)
-	return pv, err == nil
+	return c.held.get(name)
 }
 
 // lean drops from an object before it is cached what the controller never
@@ -325,11 +315,8 @@ func (c *Controller) onNode(node string) {
 	if node != c.node {
 		return
 	}
-	pvs, _ := c.pvs.List(labels.Everything())
-	for _, pv := range pvs {
-		if ours(pv) {
-			c.queue.Add(pv.Name)
-		}
+	for _, name := range c.held.names() {
+		c.queue.Add(name)
 	}
 	_ = c.queueLocal()
 }
@@ -383,13 +370,22 @@ func (c *Controller) next(ctx context.Context) bool {
 // sync brings one handle in line: this node's copy and record, and the
 // records of nodes that no longer exist.
 func (c *Controller) sync(ctx context.Context, name string) error {
-	pv, err := c.pvs.Get(name)
-	if apierrors.IsNotFound(err) {
-		c.gone.dropped(name)
-		return c.syncUncached(ctx, name)
-	}
+	held, err := c.holds(name)
 	if err != nil {
 		return err
+	}
+	if !held {
+		c.held.forget(name)
+		c.gone.dropped(name)
+		return nil
+	}
+	if err := c.held.watch(name); err != nil {
+		return err
+	}
+	pv, ok := c.held.get(name)
+	if !ok {
+		c.gone.dropped(name)
+		return c.syncUncached(ctx, name)
 	}
 	if ours(pv) && pv.DeletionTimestamp != nil {
 		if err := c.forgetGoneNodes(ctx, pv); err != nil {
@@ -400,6 +396,15 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	return c.forgetGoneLive(ctx, pv)
+}
+
+// holds says whether this node holds a copy of name on its disk, or a
+// Copy of a PV of that name: what makes its PV watched.
+func (c *Controller) holds(name string) (bool, error) {
+	if len(c.ownOf(name)) > 0 {
+		return true, nil
+	}
+	return c.disk.HasCopy(name)
 }
 
 // syncUncached handles a name the cache does not know: if this node has a

@@ -21,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -116,9 +114,9 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 	t.Helper()
 	w := newWorld(pvs...)
 	objs, cs := seed(pvs...)
-	pvIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	view := newStaticPVs()
 	for _, p := range objs {
-		assert.NilError(t, pvIndex.Add(p))
+		view.pvs[p.(*corev1.PersistentVolume).Name] = p.(*corev1.PersistentVolume)
 	}
 	scheme := runtime.NewScheme()
 	assert.NilError(t, metav1.AddMetaToScheme(scheme))
@@ -132,7 +130,7 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 	}
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
 	ctl := NewController(fakePVs{w.client.CoreV1().PersistentVolumes()}, w.copies, meta, self, copies, nil)
-	ctl.pvs = listersv1.NewPersistentVolumeLister(pvIndex)
+	ctl.held = view
 	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
 	ctl.own = ownIndex(t, self, cs...)
 	return testController{Controller: ctl, world: w, meta: meta}
@@ -238,7 +236,7 @@ func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
 	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
-	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "w")))
 	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("maybe")))
 
 	// A NotFound about another Node: kept.
@@ -246,7 +244,7 @@ func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
 	ctl.meta.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(nodesResource.GroupResource(), "another")
 	})
-	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "w")))
 	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("maybe")))
 
 	// On a live PV a gone node's record stays: the Node may register again.
@@ -256,12 +254,12 @@ func TestARecordIsOnlyDroppedOnTheAPIServersNotFound(t *testing.T) {
 
 	// The read finds it: kept.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me, "new"}, deletingSince(recorded(pv("w", "u", pvProtection), "new"), long))
-	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "w")))
 	assert.DeepEqual(t, ctl.view(t, "w"), recs(pvProtection, rec("new")))
 
 	// The API server's own NotFound for it: dropped.
 	ctl = newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, deletingSince(recorded(pv("w", "u", pvProtection), "gone"), long))
-	assert.NilError(t, ctl.sync(context.Background(), "w"))
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "w")))
 	assert.DeepEqual(t, ctl.view(t, "w"), []string{pvProtection})
 }
 
@@ -384,19 +382,6 @@ func TestRemovalsRunAtOnce(t *testing.T) {
 	}, poll.WithTimeout(10*time.Second))
 }
 
-// The controller's cache answers a publish only once it has synced: before
-// that it has seen nothing, and the publish reads the PV.
-func TestCachedOnceSynced(t *testing.T) {
-	tc := newController(t, me, &fakeCopies{}, []string{me}, pv("store", "uid-1"))
-	_, ok := tc.Cached("store")
-	assert.Assert(t, !ok, "answered before its cache synced")
-	tc.synced.Store(true)
-	got, ok := tc.Cached("store")
-	assert.Assert(t, ok)
-	assert.Equal(t, got.UID, types.UID("uid-1"))
-	_, ok = tc.Cached("other")
-	assert.Assert(t, !ok)
-}
 
 // The informers cache objects without their managed fields, and with
 // everything the controller reads; a PV of another driver or of none as
@@ -498,9 +483,7 @@ func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
 					decide := func(cached *corev1.PersistentVolume) (actions []string, removed []string, err error) {
 						fc := &fakeCopies{uids: maps.Clone(uids)}
 						ctl := newController(t, self, fc, []string{self}, whole.DeepCopy())
-						idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-						assert.NilError(t, idx.Add(cached))
-						ctl.pvs = listersv1.NewPersistentVolumeLister(idx)
+						ctl.held = newStaticPVs(cached)
 						err = ctl.sync(context.Background(), "data")
 						for _, a := range ctl.world.client.Actions() {
 							actions = append(actions, fmt.Sprintf("%s %s", a.GetVerb(), a.GetResource().Resource))
@@ -520,8 +503,7 @@ func TestOthersPVsDecideTheSameAsWhole(t *testing.T) {
 	}
 }
 
-// Every node's driver sees every PV being deleted. The Copies of gone nodes
-// are deleted by one driver: the first live node, by name, of those that
+// The Copies of gone nodes of a PV being deleted are deleted by one driver: the first live node, by name, of those that
 // hold one (a live node's own Copy goes only after its copy, so one is
 // there until the end). A node after a live one leaves it to that one; a
 // node with no Copy waits orphanedAfter and then acts only if no node that
@@ -552,7 +534,7 @@ func TestOneLiveRecordedNodeDropsTheRecordsOfGoneNodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := deletingSince(recorded(pv("v", "u", pvProtection), tc.records...), tc.since)
 			ctl := newController(t, tc.self, &fakeCopies{uids: map[string]string{}}, []string{"a", "b", "c"}, p)
-			assert.NilError(t, ctl.sync(context.Background(), "v"))
+			assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "v")))
 			asked := []string{}
 			for _, a := range ctl.meta.Actions() {
 				if g, ok := a.(clienttesting.GetAction); ok && a.GetResource().Resource == "nodes" {
@@ -652,7 +634,7 @@ func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 // Another node's arrival or departure queues nothing; this node's queues
 // its PVs.
 func TestOnlyThisNodesEventsQueueWork(t *testing.T) {
-	copies := &fakeCopies{uids: map[string]string{}}
+	copies := &fakeCopies{uids: map[string]string{"v": "u"}}
 	q := newController(t, me, copies, []string{me}, recorded(pv("v", "u"), "other"))
 	q.onNode("other")
 	assert.Equal(t, q.queue.Len(), 0, "another node's event queued work")

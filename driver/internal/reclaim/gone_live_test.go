@@ -14,9 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 
 	"liken.sh/per-node/driver/internal/copyapi"
 )
@@ -50,9 +48,7 @@ func (lt *liveTest) syncAt(d time.Duration) (asked, left []string) {
 	t := lt.t
 	t.Helper()
 	lt.clock = lt.clock.Add(d)
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	assert.NilError(t, idx.Add(getPVT(t, lt.world.client, "v")))
-	lt.pvs = listersv1.NewPersistentVolumeLister(idx)
+	lt.held = newStaticPVs(getPVT(t, lt.world.client, "v"))
 	lt.meta.ClearActions()
 	assert.NilError(t, lt.sync(context.Background(), "v"))
 	asked = []string{}

@@ -144,3 +144,36 @@ func recs(fs ...string) []string {
 	slices.Sort(out)
 	return append(out, fs[i:]...)
 }
+
+// staticPVs is a pvView that holds a fixed set of PVs, as a synced watch
+// of each would show them; watch and forget record what was asked.
+type staticPVs struct {
+	pvs       map[string]*corev1.PersistentVolume
+	watched   map[string]bool
+	forgotten []string
+}
+
+func newStaticPVs(pvs ...*corev1.PersistentVolume) *staticPVs {
+	s := &staticPVs{pvs: map[string]*corev1.PersistentVolume{}, watched: map[string]bool{}}
+	for _, p := range pvs {
+		s.pvs[p.Name] = p
+	}
+	return s
+}
+
+func (s *staticPVs) watch(name string) error { s.watched[name] = true; return nil }
+func (s *staticPVs) forget(name string)      { delete(s.watched, name); s.forgotten = append(s.forgotten, name) }
+
+func (s *staticPVs) get(name string) (*corev1.PersistentVolume, bool) {
+	p, ok := s.pvs[name]
+	return p, ok
+}
+
+func (s *staticPVs) names() []string {
+	out := make([]string, 0, len(s.watched))
+	for n := range s.watched {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
