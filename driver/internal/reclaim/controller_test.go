@@ -382,7 +382,6 @@ func TestRemovalsRunAtOnce(t *testing.T) {
 	}, poll.WithTimeout(10*time.Second))
 }
 
-
 // The informers cache objects without their managed fields, and with
 // everything the controller reads; a PV of another driver or of none as
 // othersPV: its name, UID, version, finalizers, deletion, this driver's

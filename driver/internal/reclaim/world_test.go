@@ -162,7 +162,10 @@ func newStaticPVs(pvs ...*corev1.PersistentVolume) *staticPVs {
 }
 
 func (s *staticPVs) watch(name string) error { s.watched[name] = true; return nil }
-func (s *staticPVs) forget(name string)      { delete(s.watched, name); s.forgotten = append(s.forgotten, name) }
+func (s *staticPVs) forget(name string) {
+	delete(s.watched, name)
+	s.forgotten = append(s.forgotten, name)
+}
 
 func (s *staticPVs) get(name string) (*corev1.PersistentVolume, bool) {
 	p, ok := s.pvs[name]
