@@ -248,9 +248,10 @@ func TestMonitoringComponentIsTheCharts(t *testing.T) {
 // in the chart or in deploy/ fails here until the driver uses it.
 func TestTheDriversRolesGrantOnlyWhatItUses(t *testing.T) {
 	want := []string{
-		// reclaim: the PV informer (list, watch), the fresh read before a
-		// record is trusted (get), the finalizer per-node.liken.sh/copies
-		// (patch).
+		// reclaim: the watch of each PV this node holds (list, watch, by
+		// name), the janitor's list of their metadata (list), the fresh read
+		// before a record is trusted (get), the finalizer
+		// per-node.liken.sh/copies (patch).
 		"ClusterRole/per-node-node: persistentvolumes get,list,patch,watch",
 		// reclaim: the records themselves: this node's Copy (create), the
 		// informer of its own (list, watch), a PV's Copies (list), its own
