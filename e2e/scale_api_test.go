@@ -467,10 +467,20 @@ func (s *scale) makeCopies(ctx context.Context, pv *corev1.PersistentVolume, nod
 	}))
 }
 
-// deleteCopiesOf deletes every Copy of the PV named name.
+// deleteCopiesOf deletes every Copy of the PV named name, one DELETE each
+// (a DeleteCollection of thousands outlasts the API server's request
+// timeout).
 func (s *scale) deleteCopiesOf(ctx context.Context, name string) {
-	err := s.copiesAs("").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "per-node.liken.sh/volume=" + name})
+	c := s.copiesAs("")
+	l, err := c.List(ctx, metav1.ListOptions{LabelSelector: "per-node.liken.sh/volume=" + name})
 	assert.NilError(s.t, err)
+	assert.NilError(s.t, parallel(len(l.Items), func(i int) error {
+		err := c.Delete(ctx, l.Items[i].GetName(), metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}))
 }
 
 // driverIdentity is the driver's account on node, as its bound token says.
