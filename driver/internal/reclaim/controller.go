@@ -156,7 +156,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	stop, err := kube.Start(ctx, nodeInformer, copyInformer)
 	defer stop()
 	if err != nil {
-		return fmt.Errorf("Nodes and Copies: %w", err)
+		return fmt.Errorf("watch this node's Node and Copies: %w", err)
 	}
 	c.synced.Store(true)
 	if err := c.queueLocal(); err != nil {

@@ -122,16 +122,6 @@ func (h *heldPVs) get(name string) (*corev1.PersistentVolume, bool) {
 	return pv, ok
 }
 
-// synced says whether the watch of name has listed the PV (or its
-// absence): then a miss in get means the API server has no such PV, as
-// far as the watch knows.
-func (h *heldPVs) synced(name string) bool {
-	h.mu.Lock()
-	w, ok := h.watches[name]
-	h.mu.Unlock()
-	return ok && w.informer.HasSynced()
-}
-
 // names lists the PVs watched, sorted.
 func (h *heldPVs) names() []string {
 	h.mu.Lock()
