@@ -416,23 +416,15 @@ func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
 // another node (that is how the Copies of nodes that are gone go), and the
 // other node, which watches its own, creates it again at once.
 func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	pv, held, err := r.copyOn(ctx, a["name"], a["other"])
 	if err != nil {
 		return err
-	}
-	cs, err := r.copiesOf(ctx, a["name"])
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) })
-	if i < 0 {
-		return fmt.Errorf("%s holds no Copy of PersistentVolume %s (Copies %v): nothing to delete", a["other"], a["name"], cs)
 	}
 	c, err := copiesClient(r.driverConfig(a["node"]))
 	if err != nil {
 		return err
 	}
-	deleted := cs[i].name
+	deleted := held.name
 	if err := c.Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("the driver's account on %s may delete the Copy of %s: %w", a["node"], a["other"], err)
 	}
@@ -450,31 +442,41 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 // stepDriverChangesOwnCopy: the driver on node may not change a Copy, not
 // even its own (here: a label added), and the Copy stays as it was.
 func stepDriverChangesOwnCopy(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	_, own, err := r.copyOn(ctx, a["name"], a["node"])
 	if err != nil {
 		return err
-	}
-	cs, err := r.copiesOf(ctx, a["name"])
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(cs, func(c aCopy) bool { return c.node == a["node"] && c.uid == string(pv.UID) })
-	if i < 0 {
-		return fmt.Errorf("%s holds no Copy of PersistentVolume %s (Copies %v): nothing to change", a["node"], a["name"], cs)
 	}
 	c, err := copiesClient(r.driverConfig(a["node"]))
 	if err != nil {
 		return err
 	}
 	patch := `{"metadata":{"labels":{"team":"thief"}}}`
-	_, err = c.Patch(ctx, cs[i].name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err = c.Patch(ctx, own.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err == nil {
 		undo := `{"metadata":{"labels":{"team":null}}}`
 		if admin, aerr := copiesClient(r.env.R.GetConfig()); aerr == nil {
-			_, _ = admin.Patch(ctx, cs[i].name, types.MergePatchType, []byte(undo), metav1.PatchOptions{})
+			_, _ = admin.Patch(ctx, own.name, types.MergePatchType, []byte(undo), metav1.PatchOptions{})
 		}
 	}
-	return r.refusedByPolicy(err, a["node"], "change its own Copy", "Copy "+cs[i].name, patch)
+	return r.refusedByPolicy(err, a["node"], "change its own Copy", "Copy "+own.name, patch)
+}
+
+// copyOn is the PV named name and node's Copy of it (of its UID now); an
+// error if the node holds none.
+func (r *Run) copyOn(ctx context.Context, name, node string) (*corev1.PersistentVolume, aCopy, error) {
+	pv, err := r.pv(ctx, name)
+	if err != nil {
+		return nil, aCopy{}, err
+	}
+	cs, err := r.copiesOf(ctx, name)
+	if err != nil {
+		return nil, aCopy{}, err
+	}
+	i := slices.IndexFunc(cs, func(c aCopy) bool { return c.node == node && c.uid == string(pv.UID) })
+	if i < 0 {
+		return nil, aCopy{}, fmt.Errorf("%s holds no Copy of PersistentVolume %s (Copies %v)", node, name, cs)
+	}
+	return pv, cs[i], nil
 }
 
 // deleteCopyAsAdmin deletes the Copy named name as an administrator.

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -26,7 +27,7 @@ import (
 	"liken.sh/per-node/driver/internal/metrics"
 )
 
-// resync re-examines every PV from the informer's cache (no API call) as a
+// resync re-examines every watched PV from its cache (no API call) as a
 // safety net; events and the retry queue do the real work.
 const resync = 10 * time.Minute
 
@@ -747,21 +748,33 @@ func (c *Controller) liveNodes(ctx context.Context, nodes []string) (map[string]
 	for _, n := range nodes {
 		want[n] = true
 	}
+	err := c.eachMetadata(ctx, nodesResource, func(n *metav1.PartialObjectMetadata) {
+		if want[n.Name] {
+			live[n.Name] = true
+		}
+	})
+	if err != nil {
+		return nil, apiError(err, "list Nodes to find which of the %d recorded are gone", len(nodes))
+	}
+	return live, nil
+}
+
+// eachMetadata calls fn with the metadata of every object of the
+// cluster-scoped resource gvr, listed a page of listPage at a time.
+func (c *Controller) eachMetadata(ctx context.Context, gvr schema.GroupVersionResource, fn func(*metav1.PartialObjectMetadata)) error {
 	opts := metav1.ListOptions{Limit: listPage}
 	for {
 		lctx, cancel := context.WithTimeout(ctx, APITimeout)
-		page, err := c.meta.Resource(nodesResource).List(lctx, opts)
+		page, err := c.meta.Resource(gvr).List(lctx, opts)
 		cancel()
 		if err != nil {
-			return nil, apiError(err, "list Nodes to find which of the %d recorded are gone", len(nodes))
+			return err
 		}
-		for _, n := range page.Items {
-			if want[n.Name] {
-				live[n.Name] = true
-			}
+		for i := range page.Items {
+			fn(&page.Items[i])
 		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
-			return live, nil
+			return nil
 		}
 	}
 }

@@ -602,28 +602,12 @@ func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 		}
 		return poll.Continue("caches not synced")
 	}, poll.WithTimeout(10*time.Second))
-	var selectors []string
-	for _, a := range ctl.meta.Actions() {
-		switch a := a.(type) {
-		case clienttesting.ListAction:
-			selectors = append(selectors, "list "+a.GetListRestrictions().Fields.String())
-		case clienttesting.WatchAction:
-			selectors = append(selectors, "watch "+a.GetWatchRestrictions().Fields.String())
-		}
-	}
+	selectors := selectorsOf(ctl.meta.Actions(), false)
 	assert.Assert(t, len(selectors) > 0, "the controller neither listed nor watched Nodes")
 	for _, s := range selectors {
 		assert.Assert(t, strings.HasSuffix(s, " metadata.name="+me), "a Node list or watch not narrowed to this node: %q (all: %v)", s, selectors)
 	}
-	var copySelectors []string
-	for _, a := range ctl.world.copies.Fake.Actions() {
-		switch a := a.(type) {
-		case clienttesting.ListAction:
-			copySelectors = append(copySelectors, "list "+a.GetListRestrictions().Labels.String())
-		case clienttesting.WatchAction:
-			copySelectors = append(copySelectors, "watch "+a.GetWatchRestrictions().Labels.String())
-		}
-	}
+	copySelectors := selectorsOf(ctl.world.copies.Fake.Actions(), true)
 	assert.Assert(t, len(copySelectors) > 0, "the controller neither listed nor watched Copies")
 	for _, s := range copySelectors {
 		assert.Assert(t, strings.HasSuffix(s, " "+copyapi.NodeSelector(me)), "a Copy list or watch not narrowed to this node's: %q (all: %v)", s, copySelectors)
@@ -683,4 +667,30 @@ func TestCopiesOfGonePVsGo(t *testing.T) {
 	}
 	assert.DeepEqual(t, sorted(left), []string{"kept/u4", "reborn/new-uid"})
 	assert.DeepEqual(t, sorted(disk.removed), []string{"gone", "reborn"})
+}
+
+// selectorsOf lists "list <selector>" and "watch <selector>" for each list
+// and watch among actions: their label selectors if labels, else their
+// field selectors.
+func selectorsOf(actions []clienttesting.Action, labels bool) []string {
+	var out []string
+	for _, a := range actions {
+		var r clienttesting.ListRestrictions
+		verb := ""
+		switch a := a.(type) {
+		case clienttesting.ListAction:
+			verb, r = "list ", a.GetListRestrictions()
+		case clienttesting.WatchAction:
+			w := a.GetWatchRestrictions()
+			verb, r = "watch ", clienttesting.ListRestrictions{Labels: w.Labels, Fields: w.Fields}
+		default:
+			continue
+		}
+		if labels {
+			out = append(out, verb+r.Labels.String())
+		} else {
+			out = append(out, verb+r.Fields.String())
+		}
+	}
+	return out
 }

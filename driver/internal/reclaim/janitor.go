@@ -86,21 +86,13 @@ func (c *Controller) firstNode(ctx context.Context) (string, error) {
 // being deleted that carry Finalizer.
 func (c *Controller) orphanCandidates(ctx context.Context) ([]string, error) {
 	var out []string
-	opts := metav1.ListOptions{Limit: listPage}
-	for {
-		lctx, cancel := context.WithTimeout(ctx, APITimeout)
-		page, err := c.meta.Resource(pvsResource).List(lctx, opts)
-		cancel()
-		if err != nil {
-			return nil, apiError(err, "list the PersistentVolumes being deleted")
+	err := c.eachMetadata(ctx, pvsResource, func(p *metav1.PartialObjectMetadata) {
+		if p.DeletionTimestamp != nil && slices.Contains(p.Finalizers, Finalizer) {
+			out = append(out, p.Name)
 		}
-		for _, p := range page.Items {
-			if p.DeletionTimestamp != nil && slices.Contains(p.Finalizers, Finalizer) {
-				out = append(out, p.Name)
-			}
-		}
-		if opts.Continue = page.Continue; opts.Continue == "" {
-			return out, nil
-		}
+	})
+	if err != nil {
+		return nil, apiError(err, "list the PersistentVolumes being deleted")
 	}
+	return out, nil
 }
