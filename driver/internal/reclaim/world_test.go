@@ -7,6 +7,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"gotest.tools/v3/assert"
@@ -146,11 +147,12 @@ func recs(fs ...string) []string {
 }
 
 // staticPVs is a pvView that holds a fixed set of PVs, as a synced watch
-// of each would show them; watch and forget record what was asked.
+// of each would show them; names lists what watch asked for and forget did
+// not take back. Safe for the controller's workers at once, as heldPVs is.
 type staticPVs struct {
-	pvs       map[string]*corev1.PersistentVolume
-	watched   map[string]bool
-	forgotten []string
+	mu      sync.Mutex
+	pvs     map[string]*corev1.PersistentVolume
+	watched map[string]bool
 }
 
 func newStaticPVs(pvs ...*corev1.PersistentVolume) *staticPVs {
@@ -161,18 +163,29 @@ func newStaticPVs(pvs ...*corev1.PersistentVolume) *staticPVs {
 	return s
 }
 
-func (s *staticPVs) watch(name string) error { s.watched[name] = true; return nil }
+func (s *staticPVs) watch(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watched[name] = true
+	return nil
+}
+
 func (s *staticPVs) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.watched, name)
-	s.forgotten = append(s.forgotten, name)
 }
 
 func (s *staticPVs) get(name string) (*corev1.PersistentVolume, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, ok := s.pvs[name]
 	return p, ok
 }
 
 func (s *staticPVs) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.watched))
 	for n := range s.watched {
 		out = append(out, n)
