@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"liken.sh/per-node/driver/internal/namepart"
 )
@@ -72,14 +73,31 @@ type CopyList struct {
 
 // New is the Copy of volume (of UID uid) on node, to be created: a
 // generated name that starts with the volume's and the node's names, and
-// the labels that select it.
-func New(volume, uid, node string) *Copy {
-	return &Copy{
+// the labels that select it. With nodeUID it is owned by that Node object,
+// so that Kubernetes' garbage collector deletes it once the Node is gone.
+func New(volume, uid, node string, nodeUID types.UID) *Copy {
+	c := &Copy{
 		TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: "Copy"},
 		ObjectMeta: metav1.ObjectMeta{GenerateName: namePrefix(volume, node),
 			Labels: map[string]string{VolumeLabel: namepart.Of(volume), VolumeUIDLabel: uid, NodeLabel: namepart.Of(node)}},
 		Spec: CopySpec{Volume: volume, VolumeUID: uid, Node: node},
 	}
+	if nodeUID != "" {
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: nodeUID}}
+	}
+	return c
+}
+
+// OwnedByNode says whether c is owned by a Node: the driver's own Copies
+// are, and the garbage collector deletes them with their Node; Copies an
+// administrator or a restore wrote may not be.
+func (c *Copy) OwnedByNode() bool {
+	for _, r := range c.OwnerReferences {
+		if r.Kind == "Node" && r.APIVersion == "v1" {
+			return true
+		}
+	}
+	return false
 }
 
 // namePrefix is a readable start of a Copy's name: the volume's and the

@@ -23,7 +23,7 @@ func FuzzNew(f *testing.F) {
 		if len(validation.IsDNS1123Subdomain(volume)) > 0 || len(validation.IsDNS1123Subdomain(node)) > 0 {
 			return
 		}
-		c := New(volume, "0b5c3a1e-6f0e-4c1b-9a53-1d2f3e4a5b6c", node)
+		c := New(volume, "0b5c3a1e-6f0e-4c1b-9a53-1d2f3e4a5b6c", node, "n-uid")
 		name := c.GenerateName + "x7k2p"
 		assert.Assert(t, len(validation.IsDNS1123Subdomain(name)) == 0, "name %q: %v", name, validation.IsDNS1123Subdomain(name))
 		for k, v := range c.Labels {
@@ -36,7 +36,7 @@ func FuzzNew(f *testing.F) {
 }
 
 func TestDeepCopy(t *testing.T) {
-	c := New("data", "u", "n")
+	c := New("data", "u", "n", "n-uid")
 	c.Finalizers = []string{"x"}
 	d := c.DeepCopy()
 	d.Labels[NodeLabel] = "changed"

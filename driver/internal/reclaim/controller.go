@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -104,6 +105,7 @@ func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta m
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "reclaim"})}
 	c.held = c.watches
+	c.tracker.owner = c.OwnNodeUID
 	m.Register(recordsCollector{c})
 	return c
 }
@@ -210,6 +212,22 @@ func (c *Controller) ownCopies() (cache.SharedIndexInformer, error) {
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onCopy, UpdateFunc: func(_, n any) { onCopy(n) }, DeleteFunc: onCopy})
 	return inf, err
+}
+
+// OwnNodeUID is the UID of this node's Node object as the controller's
+// watch of it last saw it ("" while it is absent or not seen yet).
+func (c *Controller) OwnNodeUID() types.UID {
+	if c.nodes == nil {
+		return ""
+	}
+	obj, err := c.nodes.Get(c.node)
+	if err != nil {
+		return ""
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetUID()
+	}
+	return ""
 }
 
 // OwnCopy returns this node's Copy of the PV volume of UID uid as the

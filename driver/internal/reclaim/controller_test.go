@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -97,7 +98,7 @@ func (f *fakeCopies) RemoveCopy(h, uid string) (bool, error) {
 func nodeMeta(name string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-of-" + name)},
 	}
 }
 
@@ -275,6 +276,10 @@ func TestAMissingRecordIsNotPermissionToDelete(t *testing.T) {
 			assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
 			assert.DeepEqual(t, copies.removed, []string(nil))
 			assert.Assert(t, ctl.has(t, "store", self), "record not restored")
+			for _, c := range ctl.allCopies(t) {
+				assert.Assert(t, c.OwnedByNode() && c.OwnerReferences[0].UID == types.UID("uid-of-"+self),
+					"a restored Copy is not owned by this node's Node: %v", c.OwnerReferences)
+			}
 			noUpdates(t, ctl.world.client)
 		})
 	}

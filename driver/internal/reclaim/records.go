@@ -79,10 +79,10 @@ func holders(cs []copyapi.Copy) []string {
 	return slices.Compact(nodes)
 }
 
-// createCopy creates node's Copy of pv and returns it as the API server
-// answered.
-func createCopy(ctx context.Context, copies kube.Copies, pv *corev1.PersistentVolume, node string) (*copyapi.Copy, error) {
-	c, err := copies.Create(ctx, copyapi.New(pv.Name, string(pv.UID), node), metav1.CreateOptions{FieldManager: DriverName})
+// createCopy creates node's Copy of pv, owned by the Node of UID nodeUID
+// (if given), and returns it as the API server answered.
+func createCopy(ctx context.Context, copies kube.Copies, pv *corev1.PersistentVolume, node string, nodeUID types.UID) (*copyapi.Copy, error) {
+	c, err := copies.Create(ctx, copyapi.New(pv.Name, string(pv.UID), node, nodeUID), metav1.CreateOptions{FieldManager: DriverName})
 	if err != nil {
 		return nil, copyAPIError(err, "create the Copy of PersistentVolume %s on node %s", pv.Name, node)
 	}

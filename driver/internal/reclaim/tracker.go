@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -90,6 +91,9 @@ type Tracker struct {
 	own OwnCopies
 	// created holds the Copies this tracker created until own shows them.
 	created *lru.Cache
+	// owner, if set, is the UID of this node's Node object ("" while it is
+	// not known): the owner of every Copy the tracker creates.
+	owner func() types.UID
 	// outageWait is how long Record tries again, every outagePoll, while
 	// the API server does not answer.
 	outageWait, outagePoll time.Duration
@@ -120,7 +124,25 @@ func NewTracker(pvs kube.PersistentVolumes, copies kube.Copies, node string, rec
 
 // Consult makes the tracker look in cache before it reads a PV or lists
 // Copies to record this node. Call it before the tracker is used.
-func (t *Tracker) Consult(cache Cache) { t.cache, t.own = cache, cache }
+func (t *Tracker) Consult(cache Cache) {
+	t.cache, t.own = cache, cache
+	if n, ok := cache.(interface{ OwnNodeUID() types.UID }); ok {
+		t.owner = n.OwnNodeUID
+	}
+}
+
+// ownerUID is the owner of a Copy this tracker creates: this node's Node,
+// once it is known; none when the tracker has no view of it (tests,
+// tools).
+func (t *Tracker) ownerUID() (types.UID, error) {
+	if t.owner == nil {
+		return "", nil
+	}
+	if uid := t.owner(); uid != "" {
+		return uid, nil
+	}
+	return "", fmt.Errorf("%w: %w", ErrAPI, errOwnNodeAbsent)
+}
 
 // CheckOurs says which field, if any, makes pv not a per-node volume that a
 // publish of handle may use.
@@ -231,7 +253,11 @@ func (t *Tracker) recordOn(ctx context.Context, pv *corev1.PersistentVolume) (bo
 	}
 	var made *copyapi.Copy
 	if !has {
-		if made, err = createCopy(ctx, t.copies, pv, t.node); err != nil {
+		owner, err := t.ownerUID()
+		if err != nil {
+			return false, err
+		}
+		if made, err = createCopy(ctx, t.copies, pv, t.node, owner); err != nil {
 			return false, err
 		}
 		t.created.Add(ownKey(pv.Name, string(pv.UID)), made)

@@ -64,7 +64,7 @@ func seed(pvs ...*corev1.PersistentVolume) ([]runtime.Object, []*copyapi.Copy) {
 // copyOf is node's Copy of the PV volume of UID uid, as the API server
 // keeps it.
 func copyOf(volume, uid, node string) *copyapi.Copy {
-	c := copyapi.New(volume, uid, node)
+	c := copyapi.New(volume, uid, node, "")
 	c.Name = c.GenerateName + "seed-" + uid
 	c.UID = types.UID("copy-of-" + uid + "-" + node)
 	return c
