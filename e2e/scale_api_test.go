@@ -417,7 +417,7 @@ func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration
 	var created, deleted []time.Duration
 	for range admissionTries {
 		start := time.Now()
-		made, err := as.Create(ctx, copyObject(pv, scaleNode(n)), metav1.CreateOptions{})
+		made, err := as.Create(ctx, ownedCopy(pv, scaleNode(n)), metav1.CreateOptions{})
 		created = append(created, time.Since(start))
 		assert.NilError(s.t, err, "the node's own Copy was refused")
 		start = time.Now()
@@ -433,7 +433,8 @@ func (s *scale) admission(ctx context.Context, n int) (node, admin time.Duration
 // copyGVR is the Copy resource (deploy/crd.yaml).
 var copyGVR = schema.GroupVersionResource{Group: "per-node.liken.sh", Version: "v1alpha1", Resource: "copies"}
 
-// copyObject is the Copy of pv on node, as the driver makes it.
+// copyObject is the Copy of pv on node that no Node owns, as an
+// administrator or a restore writes it.
 func copyObject(pv *corev1.PersistentVolume, node string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": copyGVR.GroupVersion().String(), "kind": "Copy",
@@ -442,6 +443,16 @@ func copyObject(pv *corev1.PersistentVolume, node string) *unstructured.Unstruct
 				"per-node.liken.sh/node": node}},
 		"spec": map[string]any{"volume": pv.Name, "volumeUID": string(pv.UID), "node": node},
 	}}
+}
+
+// ownedCopy is the Copy of pv on node owned by the node's Node, as the
+// driver makes it (the admission policy checks the owner's name, not its
+// UID: the Node need not exist here).
+func ownedCopy(pv *corev1.PersistentVolume, node string) *unstructured.Unstructured {
+	u := copyObject(pv, node)
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node,
+		UID: types.UID("0b5c3a1e-6f0e-4c1b-9a53-" + fmt.Sprintf("%012d", len(node)))}})
+	return u
 }
 
 // copiesAs is a client of Copies with the driver's account on node, or an

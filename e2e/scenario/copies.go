@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -95,7 +96,24 @@ func (r *Run) recorded(ctx context.Context, name string) (*corev1.PersistentVolu
 	return pv, slices.Compact(nodes), nil
 }
 
-// copyObject is the Copy of pv on node, to be created.
+// ownedBy makes u owned by the Node named node of UID uid, as the driver
+// writes its Copies (the garbage collector deletes them with the Node).
+func ownedBy(u *unstructured.Unstructured, node, uid string) *unstructured.Unstructured {
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(uid)}})
+	return u
+}
+
+// nodeUID is the UID of the Node named name.
+func (r *Run) nodeUID(ctx context.Context, name string) (string, error) {
+	var n corev1.Node
+	if err := r.env.R.Get(ctx, name, "", &n); err != nil {
+		return "", fmt.Errorf("read Node %s: %w", name, err)
+	}
+	return string(n.UID), nil
+}
+
+// copyObject is the Copy of pv on node, to be created, owned by nothing (as
+// an administrator or a restore writes it).
 func copyObject(pv *corev1.PersistentVolume, node string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": copyGVR.GroupVersion().String(), "kind": "Copy",

@@ -399,24 +399,56 @@ func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	c, err := copiesClient(r.driverConfig(a["node"]))
+	uid, err := r.nodeUID(ctx, a["other"])
 	if err != nil {
 		return err
 	}
-	made, err := c.Create(ctx, copyObject(pv, a["other"]), metav1.CreateOptions{})
+	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["other"]), a["other"], uid),
+		"create the Copy of "+a["other"]+", owned by its Node", "PersistentVolume "+a["name"])
+}
+
+// stepDriverAddsOwnRecordNotOwned: the driver on node may create its own
+// node's Copy only when that node's Node owns it, so that the garbage
+// collector deletes it with the Node: not without an owner, and not owned
+// by another Node.
+func stepDriverAddsOwnRecordNotOwned(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	uid, err := r.nodeUID(ctx, a["other"])
+	if err != nil {
+		return err
+	}
+	if err := r.driverCreateRefused(ctx, a["node"], copyObject(pv, a["node"]),
+		"create its own Copy with no owner", "PersistentVolume "+a["name"]); err != nil {
+		return err
+	}
+	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["node"]), a["other"], uid),
+		"create its own Copy owned by the Node "+a["other"], "PersistentVolume "+a["name"])
+}
+
+// driverCreateRefused requires the admission policy to refuse the driver on
+// node creating the Copy u (what, on object, say it in a message).
+func (r *Run) driverCreateRefused(ctx context.Context, node string, u *unstructured.Unstructured, what, object string) error {
+	c, err := copiesClient(r.driverConfig(node))
+	if err != nil {
+		return err
+	}
+	made, err := c.Create(ctx, u, metav1.CreateOptions{})
 	if err == nil {
 		if derr := r.deleteCopyAsAdmin(ctx, made.GetName()); derr != nil {
 			r.t.Logf("removing the Copy that should have been refused: %v", derr)
 		}
 	}
-	return r.refusedByPolicy(err, a["node"], "create the Copy of "+a["other"], "PersistentVolume "+a["name"], "")
+	return r.refusedByPolicy(err, node, what, object, "")
 }
 
-// stepDriverRemovesOthersRecord: the driver on node may delete the Copy of
-// another node (that is how the Copies of nodes that are gone go), and the
-// other node, which watches its own, creates it again at once.
+// stepDriverRemovesOthersRecord: the driver on node may not delete the Copy
+// of another node, which that node's Node owns (the garbage collector
+// deletes it with the Node), and the Copy is still there.
 func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
-	pv, held, err := r.copyOn(ctx, a["name"], a["other"])
+	_, held, err := r.copyOn(ctx, a["name"], a["other"])
 	if err != nil {
 		return err
 	}
@@ -424,19 +456,44 @@ func stepDriverRemovesOthersRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	deleted := held.name
-	if err := c.Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("the driver's account on %s may delete the Copy of %s: %w", a["node"], a["other"], err)
+	err = c.Delete(ctx, held.name, metav1.DeleteOptions{})
+	if err := r.refusedByPolicy(err, a["node"], "delete the Copy of "+a["other"], "Copy "+held.name, ""); err != nil {
+		return err
 	}
-	return harness.Until(ctx, a["other"]+" to record itself again on PersistentVolume "+a["name"], deadline(ctx),
-		func(ctx context.Context) (bool, string, error) {
-			cs, err := r.copiesOf(ctx, a["name"])
-			if err != nil {
-				return false, "", harness.Unobserved(err)
-			}
-			again := slices.ContainsFunc(cs, func(c aCopy) bool { return c.node == a["other"] && c.uid == string(pv.UID) && c.name != deleted })
-			return again, fmt.Sprintf("deleted %s; Copies %v", deleted, cs), nil
-		})
+	_, still, err := r.copyOn(ctx, a["name"], a["other"])
+	if err != nil {
+		return err
+	}
+	if still.name != held.name {
+		return fmt.Errorf("refused, but the Copy of %s changed: %s, was %s", a["other"], still.name, held.name)
+	}
+	return nil
+}
+
+// stepDriverRemovesLooseRecord: a Copy no Node owns (written by hand, or
+// by a restore) may be deleted by any node's driver: that is how the
+// driver deletes those of nodes that are gone.
+func stepDriverRemovesLooseRecord(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	admin, err := copiesClient(r.env.R.GetConfig())
+	if err != nil {
+		return err
+	}
+	made, err := admin.Create(ctx, copyObject(pv, a["other"]), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create, as an administrator, a Copy of %s that no Node owns: %w", a["other"], err)
+	}
+	c, err := copiesClient(r.driverConfig(a["node"]))
+	if err != nil {
+		return err
+	}
+	if err := c.Delete(ctx, made.GetName(), metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("the driver's account on %s may delete the Copy %s of %s that no Node owns: %w", a["node"], made.GetName(), a["other"], err)
+	}
+	return nil
 }
 
 // stepDriverChangesOwnCopy: the driver on node may not change a Copy, not
@@ -531,7 +588,11 @@ func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.Create(ctx, copyObject(pv, a["node"]), metav1.CreateOptions{}); err != nil {
+	uid, err := r.nodeUID(ctx, a["node"])
+	if err != nil {
+		return err
+	}
+	if _, err := c.Create(ctx, ownedBy(copyObject(pv, a["node"]), a["node"], uid), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("the driver's account on %s may create its own Copy: %w", a["node"], err)
 	}
 	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer)); err != nil {
@@ -623,4 +684,14 @@ func stepDriverEventRefused(ctx context.Context, r *Run, a args) error {
 	}
 	r.t.Logf("refused as expected: %v", err)
 	return nil
+}
+
+// stepAdminRecords creates, as an administrator (or a restore) would, a
+// Copy of the PV on node that no Node owns.
+func stepAdminRecords(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	return r.createCopies(ctx, pv, []string{a["node"]})
 }

@@ -147,7 +147,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onNode(objectName(obj)) },
+		AddFunc: func(obj any) { c.onNode(objectName(obj)) },
+		UpdateFunc: func(old, obj any) { // registered again (a new UID: its Copies' owner is gone)
+			if o, n := uidOf(old), uidOf(obj); o != n {
+				c.onNode(objectName(obj))
+			}
+		},
 		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
 	}); err != nil {
 		return err
@@ -212,6 +217,14 @@ func (c *Controller) ownCopies() (cache.SharedIndexInformer, error) {
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onCopy, UpdateFunc: func(_, n any) { onCopy(n) }, DeleteFunc: onCopy})
 	return inf, err
+}
+
+// uidOf is obj's UID ("" if it has none).
+func uidOf(obj any) types.UID {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetUID()
+	}
+	return ""
 }
 
 // OwnNodeUID is the UID of this node's Node object as the controller's
@@ -673,14 +686,26 @@ func (c *Controller) forgetGoneNodes(ctx context.Context, pv *corev1.PersistentV
 		return nil // a live node before this one does it
 	}
 	gone := slices.DeleteFunc(others, func(n string) bool { return live[n] })
-	if err := Forget(ctx, c.client, c.copies, pv, gone...); err != nil {
+	if err := forgetCopies(ctx, c.copies, cs, gone); err != nil {
 		return err
 	}
 	if len(gone) > 0 {
 		klog.InfoS("Deleted the Copies of nodes that are gone", "volume_id", pv.Name, "nodes", len(gone), "first", gone[0])
 	}
-	return nil
+	if owned := ownedOn(cs, gone); len(owned) > 0 {
+		// The garbage collector deletes them; look again soon to release.
+		klog.V(2).InfoS("Waiting for the garbage collector to delete the Copies of Nodes that are gone",
+			"volume_id", pv.Name, "nodes", len(owned), "first", owned[0])
+		c.queue.AddAfter(pv.Name, collectorWait)
+		return nil
+	}
+	return release(ctx, c.client, c.copies, pv)
 }
+
+// collectorWait is how long a PV being deleted waits before it is looked at
+// again while the garbage collector has yet to delete the Copies of Nodes
+// that are gone.
+const collectorWait = 10 * time.Second
 
 // forgetGoneLive deletes, of a live PV this node holds, the Copies of nodes
 // whose Node object has been missing for the grace period: a store in an
@@ -708,22 +733,27 @@ func (c *Controller) forgetGoneLive(ctx context.Context, pv *corev1.PersistentVo
 	}
 	recorded := holders(cs)
 	self := slices.Index(recorded, c.node)
-	others := slices.DeleteFunc(slices.Clone(recorded), func(n string) bool { return n == c.node })
+	// Only Copies no Node owns: the garbage collector deletes an owned
+	// Copy with its Node, at once.
+	others := slices.DeleteFunc(looseOn(cs), func(n string) bool { return n == c.node })
 	var live map[string]bool
 	if len(others) > 0 {
 		if live, err = c.liveNodes(ctx, others); err != nil {
 			return err
 		}
 	}
-	if self > 0 && slices.ContainsFunc(recorded[:self], func(n string) bool { return live[n] }) {
-		others = nil // a live node before this one does it
+	// A live node before this one does it; a node whose Copy its Node owns
+	// counts as live unasked (the collector deletes it with the Node).
+	if self > 0 && (slices.ContainsFunc(recorded[:self], func(n string) bool { return live[n] }) ||
+		len(ownedOn(cs, recorded[:self])) > 0) {
+		others = nil
 	}
 	due, next := c.gone.seen(pv.Name, now, live, others)
 	c.queue.AddAfter(pv.Name, next)
 	if len(due) == 0 {
 		return nil
 	}
-	if err := forgetCopies(ctx, c.copies, pv.Name, string(pv.UID), due); err != nil {
+	if err := forgetCopies(ctx, c.copies, cs, due); err != nil {
 		return err
 	}
 	c.gone.dropped(pv.Name, due...)

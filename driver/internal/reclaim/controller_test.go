@@ -26,6 +26,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	"liken.sh/per-node/driver/internal/copyapi"
 )
@@ -557,6 +558,39 @@ func TestOneLiveRecordedNodeDropsTheRecordsOfGoneNodes(t *testing.T) {
 			assert.Assert(t, patches <= 1, "%d PATCHes of the PV, want one at most: %v", patches, ctl.world.client.Actions())
 		})
 	}
+}
+
+// afterQueue is the controller's queue, noting what was added for later.
+type afterQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	mu    sync.Mutex
+	after map[string]time.Duration
+}
+
+func (q *afterQueue) AddAfter(item string, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.after[item] = d
+}
+
+// A Copy its Node owns is the garbage collector's. On a PV being deleted,
+// the driver deletes only the gone nodes' Copies that no Node owns and
+// looks again soon; once the collector has deleted the owned one, the PV
+// is released.
+func TestTheCollectorDeletesTheCopiesOfGoneNodes(t *testing.T) {
+	p := deletingSince(pv("v", "u", owned("gone"), rec("gone2")), 2*orphanedAfter)
+	ctl := newController(t, "c", &fakeCopies{uids: map[string]string{}}, []string{"a", "b", "c"}, p)
+	q := &afterQueue{TypedRateLimitingInterface: ctl.queue, after: map[string]time.Duration{}}
+	ctl.queue = q
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "v")))
+	assert.DeepEqual(t, ctl.view(t, "v"), []string{Finalizer, owned("gone")})
+	assert.Equal(t, q.after["v"], collectorWait, "the PV is not looked at again while the collector works")
+
+	left := ctl.allCopies(t)
+	assert.Equal(t, len(left), 1)
+	assert.NilError(t, ctl.world.copies.Tracker.Delete(copyGVR, "", left[0].Name)) // the collector
+	assert.NilError(t, ctl.forgetGoneNodes(context.Background(), getPVT(t, ctl.world.client, "v")))
+	assert.Equal(t, len(finalizersOfPV(t, ctl.world, "v")), 0, "the PV is not released once the collector is done")
 }
 
 // More recorded nodes than askEach are read by one paged list of Nodes,

@@ -32,7 +32,7 @@ func newLiveTest(t *testing.T, self string, grace time.Duration, nodes []string,
 	p := recorded(pv("v", "u", pvProtection), records...)
 	lt := &liveTest{t: t, clock: time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)}
 	copies := &fakeCopies{uids: map[string]string{}}
-	if slices.Contains(records, self) {
+	if slices.Contains(records, self) || slices.Contains(records, owned(self)) {
 		copies.uids["v"] = "u" // a holder holds a copy
 	}
 	lt.testController = newController(t, self, copies, nodes, p)
@@ -187,6 +187,39 @@ func TestANodeRecordedAgainStartsTheGracePeriodAgain(t *testing.T) {
 	assert.Assert(t, is.DeepEqual(left, []string{"a", "b", "c"}), "a record went half way through its new grace period")
 	_, left = lt.syncAt(grace / 2)
 	assert.DeepEqual(t, left, []string{"a", "c"})
+}
+
+// A Copy its Node owns is the garbage collector's: the grace period is for
+// Copies no Node owns (written by hand or by a restore). Owned Copies are
+// neither asked about nor deleted, and a holder before this one whose Copy
+// its Node owns counts as live unasked.
+func TestOnlyCopiesNoNodeOwnsWaitForTheGracePeriod(t *testing.T) {
+	const grace = time.Hour
+	for _, tc := range []struct {
+		name      string
+		self      string
+		records   []string
+		wantAsked []string
+		wantLeft  []string
+	}{
+		{name: "owned_copies_of_gone_nodes_are_left_to_the_collector", self: "a",
+			records: []string{owned("a"), owned("gone"), "gone2", owned("b")}, wantAsked: []string{"gone2"},
+			wantLeft: []string{"a", "b", "gone"}},
+		{name: "a_holder_after_an_owned_one_leaves_it_to_that_one", self: "b",
+			records: []string{owned("a"), owned("b"), "gone2"}, wantAsked: []string{"gone2"},
+			wantLeft: []string{"a", "b", "gone2"}},
+		{name: "only_owned_copies_ask_nothing", self: "a",
+			records: []string{owned("a"), owned("b"), owned("gone")}, wantAsked: []string{},
+			wantLeft: []string{"a", "b", "gone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt := newLiveTest(t, tc.self, grace, []string{"a", "b", "c"}, tc.records...)
+			lt.syncAt(0)
+			asked, left := lt.syncAt(grace + time.Second)
+			assert.DeepEqual(t, asked, tc.wantAsked)
+			assert.DeepEqual(t, left, tc.wantLeft)
+		})
+	}
 }
 
 var copyGVR = copyapi.SchemeGroupVersion.WithResource(copyapi.Resource)

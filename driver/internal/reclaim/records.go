@@ -102,42 +102,100 @@ func deleteCopy(ctx context.Context, copies kube.Copies, c *copyapi.Copy) error 
 	return apiError(err, "delete the Copy %s of PersistentVolume %s on node %s", c.Name, c.Spec.Volume, c.Spec.Node)
 }
 
-// forgetCopies deletes the Copies of the PV volume of UID uid on nodes: one
-// DELETE each for a few, else one DeleteCollection per deleteBatch nodes
-// (labels select them: the PV's UID and each node's name).
-func forgetCopies(ctx context.Context, copies kube.Copies, volume, uid string, nodes []string) error {
-	if len(nodes) <= askEach {
-		cs, err := copiesOf(ctx, copies, volume, uid)
+// forgetCopies deletes, of cs (the Copies of one PV, freshly listed), the
+// ones on nodes that no Node owns: Copies written by hand or by a restore.
+// A Copy the driver wrote is owned by its node's Node, and Kubernetes'
+// garbage collector deletes it with the Node; the admission policy lets a
+// node's account delete no other node's owned Copy. One DELETE each for a
+// few, else one DeleteCollection per deleteBatch nodes (labels select them:
+// the PV's UID and each node's name) for the nodes whose every Copy is
+// ownerless.
+func forgetCopies(ctx context.Context, copies kube.Copies, cs []copyapi.Copy, nodes []string) error {
+	byNode := onNodes(cs)
+	var each, pending []*copyapi.Copy
+	var batch []string
+	for _, n := range nodes {
+		owned, loose := split(byNode[n])
+		switch {
+		case len(loose) == 0:
+		case owned: // a DeleteCollection of the node's Copies would name the owned one
+			each = append(each, loose...)
+		default:
+			batch, pending = append(batch, n), append(pending, loose...)
+		}
+	}
+	if len(each)+len(pending) <= askEach {
+		each, batch = append(each, pending...), nil
+	}
+	for _, c := range each {
+		dctx, cancel := context.WithTimeout(ctx, APITimeout)
+		err := deleteCopy(dctx, copies, c)
+		cancel()
 		if err != nil {
 			return err
 		}
-		for i := range cs {
-			if !slices.Contains(nodes, cs[i].Spec.Node) {
-				continue
-			}
-			dctx, cancel := context.WithTimeout(ctx, APITimeout)
-			err := deleteCopy(dctx, copies, &cs[i])
-			cancel()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
 	}
-	for batch := range slices.Chunk(nodes, deleteBatch) {
-		parts := make([]string, len(batch))
-		for i, n := range batch {
+	for part := range slices.Chunk(batch, deleteBatch) {
+		parts := make([]string, len(part))
+		for i, n := range part {
 			parts[i] = namepart.Of(n)
 		}
-		sel := fmt.Sprintf("%s,%s in (%s)", copyapi.UIDSelector(uid), copyapi.NodeLabel, strings.Join(parts, ","))
+		sel := fmt.Sprintf("%s,%s in (%s)", copyapi.UIDSelector(cs[0].Spec.VolumeUID), copyapi.NodeLabel, strings.Join(parts, ","))
 		dctx, cancel := context.WithTimeout(ctx, APITimeout)
 		err := copies.DeleteCollection(dctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 		cancel()
 		if err != nil {
-			return copyAPIError(err, "delete the Copies of PersistentVolume %s on %s", volume, nodesNamed(batch))
+			return copyAPIError(err, "delete the Copies of PersistentVolume %s on %s", cs[0].Spec.Volume, nodesNamed(part))
 		}
 	}
 	return nil
+}
+
+// onNodes is cs by the node each is on.
+func onNodes(cs []copyapi.Copy) map[string][]*copyapi.Copy {
+	by := make(map[string][]*copyapi.Copy, len(cs))
+	for i := range cs {
+		by[cs[i].Spec.Node] = append(by[cs[i].Spec.Node], &cs[i])
+	}
+	return by
+}
+
+// split says whether any of cs is owned by a Node, and which are not.
+func split(cs []*copyapi.Copy) (owned bool, loose []*copyapi.Copy) {
+	for _, c := range cs {
+		if c.OwnedByNode() {
+			owned = true
+		} else {
+			loose = append(loose, c)
+		}
+	}
+	return owned, loose
+}
+
+// ownedOn is those of nodes that hold a Copy, of cs, owned by a Node: the
+// garbage collector's to delete.
+func ownedOn(cs []copyapi.Copy, nodes []string) []string {
+	byNode := onNodes(cs)
+	var out []string
+	for _, n := range nodes {
+		if owned, _ := split(byNode[n]); owned {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// looseOn is the nodes that hold a Copy, of cs, that no Node owns, sorted,
+// each once.
+func looseOn(cs []copyapi.Copy) []string {
+	var out []string
+	for _, c := range cs {
+		if !c.OwnedByNode() {
+			out = append(out, c.Spec.Node)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // copyAPIError is apiError for a request about Copies, where NotFound for a

@@ -372,13 +372,17 @@ func (t *Tracker) refusedWhy(ctx context.Context, read *corev1.PersistentVolume,
 	return err
 }
 
-// Forget deletes the Copies of nodes of the PV named handle whose UID is
-// uid, and, if that PV is being deleted and no Copy of it is left, removes
-// its finalizer. A PV created again under the name since has other Copies
-// (of its own UID), which this never touches.
+// Forget deletes the Copies of nodes of pv (its name and UID) that no Node
+// owns (forgetCopies), and, if pv is being deleted and no Copy of it is
+// left, removes its finalizer. A PV created again under the name since has
+// other Copies (of its own UID), which this never touches.
 func Forget(ctx context.Context, pvs kube.PersistentVolumes, copies kube.Copies, pv *corev1.PersistentVolume, nodes ...string) error {
 	if len(nodes) > 0 {
-		if err := forgetCopies(ctx, copies, pv.Name, string(pv.UID), nodes); err != nil {
+		cs, err := copiesOf(ctx, copies, pv.Name, string(pv.UID))
+		if err != nil {
+			return err
+		}
+		if err := forgetCopies(ctx, copies, cs, nodes); err != nil {
 			return err
 		}
 	}

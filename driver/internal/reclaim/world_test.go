@@ -25,6 +25,18 @@ import (
 // newWorld makes the Copy and puts Finalizer on the PV in its place.
 func rec(node string) string { return "copy:" + node }
 
+// owned marks that node holds a Copy owned by its Node, as the driver
+// writes them (rec's are ownerless, as an administrator writes them).
+func owned(node string) string { return "owned:" + node }
+
+// markOf is the marker of c in a test PV's finalizers.
+func markOf(c *copyapi.Copy) string {
+	if c.OwnedByNode() {
+		return owned(c.Spec.Node)
+	}
+	return rec(c.Spec.Node)
+}
+
 // world is a fake API server: PersistentVolumes and Copies.
 type world struct {
 	client *fake.Clientset
@@ -46,12 +58,17 @@ func seed(pvs ...*corev1.PersistentVolume) ([]runtime.Object, []*copyapi.Copy) {
 		var fs []string
 		for _, f := range p.Finalizers {
 			node, ok := strings.CutPrefix(f, "copy:")
-			if !ok {
+			ownedNode, isOwned := strings.CutPrefix(f, "owned:")
+			if !ok && !isOwned {
 				fs = append(fs, f)
 				continue
 			}
 			if !slices.Contains(fs, Finalizer) {
 				fs = append(fs, Finalizer)
+			}
+			if isOwned {
+				cs = append(cs, ownedCopyOf(p.Name, string(p.UID), ownedNode))
+				continue
 			}
 			cs = append(cs, copyOf(p.Name, string(p.UID), node))
 		}
@@ -67,6 +84,14 @@ func copyOf(volume, uid, node string) *copyapi.Copy {
 	c := copyapi.New(volume, uid, node, "")
 	c.Name = c.GenerateName + "seed-" + uid
 	c.UID = types.UID("copy-of-" + uid + "-" + node)
+	return c
+}
+
+// ownedCopyOf is copyOf owned by node's Node, as the driver writes it.
+func ownedCopyOf(volume, uid, node string) *copyapi.Copy {
+	c := copyapi.New(volume, uid, node, types.UID("uid-of-"+node))
+	c.Name = c.GenerateName + "owned-" + uid
+	c.UID = types.UID("owned-copy-of-" + uid + "-" + node)
 	return c
 }
 
@@ -105,11 +130,20 @@ func (w world) has(t *testing.T, name, node string) bool {
 // state of its records in one list.
 func (w world) view(t *testing.T, name string) []string {
 	t.Helper()
-	out := slices.Sorted(slices.Values(getPVT(t, w.client, name).Finalizers))
-	for _, n := range w.holders(t, name) {
-		out = append(out, rec(n))
+	p := getPVT(t, w.client, name)
+	out := slices.Sorted(slices.Values(p.Finalizers))
+	cs, err := copiesOf(context.Background(), w.copies, name, string(p.UID))
+	assert.NilError(t, err)
+	var marks []string
+	for i := range cs {
+		marks = append(marks, markOf(&cs[i]))
 	}
-	return out
+	slices.SortFunc(marks, func(a, b string) int {
+		_, na, _ := strings.Cut(a, ":")
+		_, nb, _ := strings.Cut(b, ":")
+		return strings.Compare(na+"\x00"+a, nb+"\x00"+b)
+	})
+	return append(out, slices.Compact(marks)...)
 }
 
 // copyVerbs lists the verbs of the requests about Copies, in order.
@@ -126,9 +160,14 @@ func (w world) tracker(node string) *Tracker {
 	return NewTracker(w.client.CoreV1().PersistentVolumes(), w.copies, node, nil)
 }
 
-// recorded is p with rec markers for nodes: each holds a Copy of it.
+// recorded is p with rec markers for nodes: each holds a Copy of it (a
+// node given as an owned marker holds one its Node owns).
 func recorded(p *corev1.PersistentVolume, nodes ...string) *corev1.PersistentVolume {
 	for _, n := range nodes {
+		if strings.HasPrefix(n, "owned:") {
+			p.Finalizers = append(p.Finalizers, n)
+			continue
+		}
 		p.Finalizers = append(p.Finalizers, rec(n))
 	}
 	return p
@@ -137,7 +176,7 @@ func recorded(p *corev1.PersistentVolume, nodes ...string) *corev1.PersistentVol
 // recs is fs with Finalizer among the finalizers before its first rec
 // marker, sorted: how view shows a PV whose nodes hold Copies.
 func recs(fs ...string) []string {
-	i := slices.IndexFunc(fs, func(f string) bool { return strings.HasPrefix(f, "copy:") })
+	i := slices.IndexFunc(fs, func(f string) bool { return strings.HasPrefix(f, "copy:") || strings.HasPrefix(f, "owned:") })
 	if i < 0 {
 		return fs
 	}
