@@ -128,7 +128,7 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 		fs.IntVar(&k.r.burst, "api-burst-"+k.name, k.def.burst, "bursts of requests to the API server for "+k.what)
 	}
 	fs.BoolVar(&o.copyLabels, "copy-labels", true, "label this node's Node copy.per-node.liken.sh/<pv-name> for each volume it holds a copy of, so that pods can prefer nodes that hold their data")
-	fs.DurationVar(&o.forgetGoneAfter, "forget-gone-nodes-after", reclaim.DefaultForgetGoneAfter, "how long a node's Node object has been missing before its record goes from a live PersistentVolume this node holds (a node that returns records itself again); 0 keeps them until the PV is deleted")
+	fs.DurationVar(&o.forgetGoneAfter, "forget-gone-nodes-after", reclaim.DefaultForgetGoneAfter, "how long a node's Node object has been missing before a record of it that no Node owns (written by hand or by a restore) goes from a live PersistentVolume this node holds (the driver's own records are owned by their Node and go with it); 0 keeps such records until the PV is deleted")
 	return fs.Bool("version", false, "print the version and exit")
 }
 
