@@ -100,6 +100,16 @@ func (c *Copy) OwnedByNode() bool {
 	return false
 }
 
+// OwnedBy says whether c is owned by the Node of UID uid.
+func (c *Copy) OwnedBy(uid types.UID) bool {
+	for _, r := range c.OwnerReferences {
+		if r.Kind == "Node" && r.APIVersion == "v1" && r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
 // namePrefix is a readable start of a Copy's name: the volume's and the
 // node's names, dots made dashes, at most 50 characters, ending in a dash
 // (the API server adds five random characters).

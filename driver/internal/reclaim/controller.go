@@ -244,14 +244,21 @@ func (c *Controller) OwnNodeUID() types.UID {
 }
 
 // OwnCopy returns this node's Copy of the PV volume of UID uid as the
-// informer last saw it (the oldest, if a retried create left two).
+// informer last saw it: one owned by this node's Node if there is one (a
+// Copy written by hand, or owned by the Node before it registered again,
+// is replaced by one), the oldest if a retried create left two.
 func (c *Controller) OwnCopy(volume, uid string) (*copyapi.Copy, bool) {
 	if c.own == nil {
 		return nil, false
 	}
+	node := c.OwnNodeUID()
+	mine := func(cp *copyapi.Copy) bool { return node != "" && cp.OwnedBy(node) }
 	var found *copyapi.Copy
 	for _, cp := range c.ownOf(volume) {
-		if cp.Spec.VolumeUID == uid && (found == nil || older(cp, found)) {
+		if cp.Spec.VolumeUID != uid {
+			continue
+		}
+		if found == nil || mine(cp) && !mine(found) || mine(cp) == mine(found) && older(cp, found) {
 			found = cp
 		}
 	}
@@ -494,7 +501,7 @@ func (c *Controller) syncCopy(ctx context.Context, pv *corev1.PersistentVolume) 
 			return err
 		}
 		return c.dropOwn(ctx, pv, own) // no Copy: a copy that predates it; the PV may still be released
-	case pv.DeletionTimestamp != nil, uid == "", own != nil && hasFinalizer(pv):
+	case pv.DeletionTimestamp != nil, uid == "", own != nil && c.tracker.fits(own) && hasFinalizer(pv):
 		return nil // waits for its claim; bound to no PV (the next publish replaces it); recorded
 	}
 	return c.rerecord(ctx, pv)

@@ -190,7 +190,7 @@ func TestSyncRemovesTheCopyOnlyWhenThePVGoesAndNoPodHoldsIt(t *testing.T) {
 		{"deleted, claim still bound", deleting(pv("v", "u", pvProtection, rec(me))), false, false, false,
 			recs(pvProtection, rec(me))},
 		{"deleted, a pod still holds it", deleting(pv("v", "u", rec(me))), true, true, false, recs(rec(me))},
-		{"not deleted", pv("v", "u", rec(me)), false, false, false, recs(rec(me))},
+		{"not deleted", pv("v", "u", owned(me)), false, false, false, recs(owned(me))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copies := &fakeCopies{uids: map[string]string{"v": "u"}, held: map[string]bool{"v": tc.held}}
@@ -732,4 +732,49 @@ func selectorsOf(actions []clienttesting.Action, labels bool) []string {
 		}
 	}
 	return out
+}
+
+// refreshOwn makes the controller's view of its own Copies what the API
+// server holds, as its informer would.
+func (tc testController) refreshOwn(t *testing.T) {
+	t.Helper()
+	var mine []*copyapi.Copy
+	for _, c := range tc.allCopies(t) {
+		mine = append(mine, c.DeepCopy())
+	}
+	tc.own = ownIndex(t, tc.node, mine...)
+}
+
+// This node's Copy that its Node does not own (written by hand, restored,
+// or owned by the Node before it was deleted and registered again) is
+// replaced by one its Node owns, and then deleted: the garbage collector
+// can then delete the record with the Node. The PV stays recorded
+// throughout.
+func TestThisNodesCopyComesToBeOwnedByItsNode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		marker  string
+		nodeUID types.UID
+	}{
+		{"written by hand", rec(me), "uid-of-" + me},
+		{"owned by the Node before it registered again", owned(me), "uid-of-" + me + "-again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := newController(t, me, &fakeCopies{uids: map[string]string{"store": "u1"}}, []string{me}, pv("store", "u1", pvProtection, tc.marker))
+			again := nodeMeta(me)
+			again.UID = tc.nodeUID
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			assert.NilError(t, idx.Add(again))
+			ctl.nodes = cache.NewGenericLister(idx, nodesResource.GroupResource())
+			for range 2 { // the new Copy's event brings the PV back
+				ctl.queue.Add("store")
+				assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
+				assert.Assert(t, ctl.has(t, "store", me), "this node's record went: %v", ctl.view(t, "store"))
+				ctl.refreshOwn(t)
+			}
+			cs := ctl.allCopies(t)
+			assert.Equal(t, len(cs), 1, "Copies: %v", cs)
+			assert.Assert(t, cs[0].OwnedBy(tc.nodeUID), "this node's Copy is owned by %v, want its Node %s", cs[0].OwnerReferences, tc.nodeUID)
+		})
+	}
 }

@@ -317,15 +317,15 @@ func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (boo
 	key := ownKey(pv.Name, string(pv.UID))
 	if t.own != nil {
 		c, synced := t.own.OwnCopy(pv.Name, string(pv.UID))
-		if c != nil {
+		if c != nil && t.fits(c) {
 			t.created.Remove(key) // the view has it now
 			return true, nil
 		}
 		if _, ok := t.created.Get(key); ok {
 			return true, nil
 		}
-		if synced {
-			return false, nil
+		if synced || c != nil {
+			return false, nil // none, or not owned by this node's Node: one is made
 		}
 	} else if _, ok := t.created.Get(key); ok {
 		return true, nil
@@ -334,17 +334,30 @@ func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (boo
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(cs, func(c copyapi.Copy) bool { return c.Spec.Node == t.node }), nil
+	return slices.ContainsFunc(cs, func(c copyapi.Copy) bool { return c.Spec.Node == t.node && t.fits(&c) }), nil
 }
 
 // recordedIn says whether the caches show pv recorded: this node's Copy of
-// it, and its finalizer.
+// it, owned by this node's Node, and its finalizer.
 func (t *Tracker) recordedIn(pv *corev1.PersistentVolume) bool {
 	if !hasFinalizer(pv) || t.own == nil {
 		return false
 	}
 	c, _ := t.own.OwnCopy(pv.Name, string(pv.UID))
-	return c != nil
+	return c != nil && t.fits(c)
+}
+
+// fits says whether c, this node's Copy, is the one this tracker would
+// write: owned by this node's Node. A Copy written by hand (or by a
+// restore), or owned by this node's Node before it was deleted and
+// registered again, is replaced (and then deleted, tidyOwn). While this
+// node's Node is not known, any Copy fits.
+func (t *Tracker) fits(c *copyapi.Copy) bool {
+	if t.owner == nil {
+		return true
+	}
+	uid := t.owner()
+	return uid == "" || c.OwnedBy(uid)
 }
 
 // ownKey is the key of this node's Copy of a PV of name and UID.
