@@ -51,6 +51,10 @@ build-fixtures: ## Build the e2e suite's pod tool and the guide's store to bin/p
 	@# images, which a kept cluster does not load again.
 	CGO_ENABLED=0 go build -buildvcs=false -ldflags '-s -w' -o bin/ ./fixtures/probe ./fixtures/store
 
+.PHONY: build-nats
+build-nats: ## Build NATS (nats-server, from fixtures/nats/go.mod) and natscheck to bin/: the image of docs/examples/nats.
+	cd fixtures/nats && CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags '-s -w' -o ../../bin/ github.com/nats-io/nats-server/v2 ./natscheck
+
 .PHONY: test
 test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests, the release's image checks (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
