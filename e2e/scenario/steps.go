@@ -43,6 +43,15 @@ const kubeletDir = "/var/lib/kubelet"
 
 var vocabulary = compile([]*stepDef{
 	{Name: "apply {path}", Timeout: 30 * time.Second, run: stepApplyFile},
+	{Name: "apply the example {path}", Timeout: 30 * time.Second, run: stepApplyExample},
+	{Name: "pick a nats pod", Timeout: 2 * time.Minute, Defines: true, run: stepPickNatsPod},
+	{Name: "pick a worker without a nats pod", Timeout: 30 * time.Second, Defines: true, run: stepWorkerWithoutNats},
+	{Name: "the nats pod on {node} stays not ready", Timeout: time.Minute, run: stepNatsNotReady},
+	{Name: "delete the nats pod on {node}", Timeout: 30 * time.Second, run: stepDeleteNatsPodOn},
+	{Name: "nats acknowledges {n} messages", Timeout: 2 * time.Minute, run: stepNatsAcknowledges},
+	{Name: "the nats server on {node} holds every acknowledged message", Timeout: 2 * time.Minute, run: stepNatsHoldsAll},
+	{Name: "the nats server on {node} restored {n} messages from its copy", Timeout: 2 * time.Minute, run: stepNatsRestored},
+	{Name: "remove the nats server of {node} from jetstream", Timeout: 30 * time.Second, run: stepNatsPeerRemove},
 	{Name: "wait deployment {name} ready {n}", Timeout: 2 * time.Minute, run: stepDeploymentReady},
 	{Name: "scale deployment {name} to {n}", Timeout: 30 * time.Second, run: stepScale},
 	{Name: "restart deployment {name}", Timeout: 30 * time.Second, run: stepRolloutRestart},

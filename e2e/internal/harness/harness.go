@@ -179,7 +179,7 @@ func RunEnv(ctx context.Context, dir string, env []string, name string, args ...
 // with its Go build cache (make build build-fixtures: bin/per-node,
 // bin/probe, bin/store), so nothing is compiled twice.
 func (c Config) BuildBinaries(ctx context.Context) error {
-	_, err := Run(ctx, c.Repo, "make", "--no-print-directory", "build", "build-fixtures")
+	_, err := Run(ctx, c.Repo, "make", "--no-print-directory", "build", "build-fixtures", "build-nats")
 	return err
 }
 

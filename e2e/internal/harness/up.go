@@ -31,7 +31,15 @@ type Env struct {
 	Kubeconfig string
 	// DriverImage, ProbeImage and StoreImage are the images built for this run.
 	DriverImage, ProbeImage, StoreImage string
+	// NatsImage is NATS for docs/examples/nats, under the name the example
+	// uses (NatsImageName).
+	NatsImage string
 }
+
+// NatsImageName is the image docs/examples/nats runs: built here from
+// fixtures/nats (nats-server from the Go module proxy) and loaded under
+// this name, so the example applies as it is.
+const NatsImageName = "nats:2.15.3"
 
 // Up creates the run's kind clusters, one per lane (c.Clusters), reusing
 // those in existing (what Existing returned), and at the same time builds
@@ -59,6 +67,7 @@ func Up(ctx context.Context, c Config, existing []string) ([]Env, error) {
 		g, gctx := errgroup.WithContext(ctx)
 		for i := range envs {
 			envs[i].DriverImage, envs[i].ProbeImage, envs[i].StoreImage = images.DriverImage, images.ProbeImage, images.StoreImage
+			envs[i].NatsImage = images.NatsImage
 			g.Go(func() error {
 				if err := envs[i].load(gctx, c); err != nil {
 					return err
@@ -170,6 +179,7 @@ func (e *Env) build(ctx context.Context, c Config) error {
 		{"Dockerfile", "per-node.liken.sh/driver", &e.DriverImage},
 		{"fixtures/probe/Dockerfile", "per-node.liken.sh/probe", &e.ProbeImage},
 		{"fixtures/store/Dockerfile", "per-node.liken.sh/store", &e.StoreImage},
+		{"fixtures/nats/Dockerfile", "per-node.liken.sh/nats", &e.NatsImage},
 	} {
 		start := time.Now()
 		var err error
@@ -178,6 +188,10 @@ func (e *Env) build(ctx context.Context, c Config) error {
 		}
 		fmt.Printf("e2e: image %s built in %s\n", *img.name, time.Since(start).Round(time.Second))
 	}
+	if _, err := Run(ctx, c.Repo, "docker", "tag", e.NatsImage, NatsImageName); err != nil {
+		return err
+	}
+	e.NatsImage = NatsImageName
 	return nil
 }
 
@@ -186,7 +200,7 @@ func (e *Env) build(ctx context.Context, c Config) error {
 // at once (a node that holds an image's ID already is skipped).
 func (e Env) load(ctx context.Context, c Config) error {
 	start := time.Now()
-	if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, e.DriverImage, e.ProbeImage, e.StoreImage); err != nil {
+	if _, err := Run(ctx, c.Repo, "kind", "load", "docker-image", "--name", e.Cluster, e.DriverImage, e.ProbeImage, e.StoreImage, e.NatsImage); err != nil {
 		return err
 	}
 	fmt.Printf("e2e: %s: images loaded in %s\n", e.Cluster, time.Since(start).Round(100*time.Millisecond))
