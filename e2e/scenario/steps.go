@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -271,10 +272,11 @@ func stepDeploymentReady(ctx context.Context, r *Run, a args) error {
 			if err := r.env.R.Get(ctx, a["name"], r.ns(), &d); err != nil {
 				return false, "", harness.Unobserved(err)
 			}
-			pods, err := r.storePods(ctx)
-			if err != nil {
+			var list corev1.PodList
+			if err := r.listIn(ctx, r.ns(), &list, labels.SelectorFromSet(d.Spec.Selector.MatchLabels).String(), ""); err != nil {
 				return false, "", err
 			}
+			pods := list.Items
 			ready, terminating := 0, 0
 			for i := range pods {
 				if pods[i].DeletionTimestamp != nil {
