@@ -395,16 +395,11 @@ func stepDriverAnnotatesPV(ctx context.Context, r *Run, a args) error {
 // stepDriverAddsOthersRecord: the driver on node may not create the Copy
 // of another node.
 func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	c, err := r.copyOwned(ctx, a["name"], a["other"], a["other"])
 	if err != nil {
 		return err
 	}
-	uid, err := r.nodeUID(ctx, a["other"])
-	if err != nil {
-		return err
-	}
-	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["other"]), a["other"], uid),
-		"create the Copy of "+a["other"]+", owned by its Node", "PersistentVolume "+a["name"])
+	return r.driverCreateRefused(ctx, a["node"], c, "create the Copy of "+a["other"]+", owned by its Node", "PersistentVolume "+a["name"])
 }
 
 // stepDriverAddsOwnRecordNotOwned: the driver on node may create its own
@@ -412,20 +407,20 @@ func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
 // collector deletes it with the Node: not without an owner, and not owned
 // by another Node.
 func stepDriverAddsOwnRecordNotOwned(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
-	if err != nil {
-		return err
+	for _, owner := range []string{"", a["other"]} {
+		c, err := r.copyOwned(ctx, a["name"], a["node"], owner)
+		if err != nil {
+			return err
+		}
+		what := "create its own Copy with no owner"
+		if owner != "" {
+			what = "create its own Copy owned by the Node " + owner
+		}
+		if err := r.driverCreateRefused(ctx, a["node"], c, what, "PersistentVolume "+a["name"]); err != nil {
+			return err
+		}
 	}
-	uid, err := r.nodeUID(ctx, a["other"])
-	if err != nil {
-		return err
-	}
-	if err := r.driverCreateRefused(ctx, a["node"], copyObject(pv, a["node"]),
-		"create its own Copy with no owner", "PersistentVolume "+a["name"]); err != nil {
-		return err
-	}
-	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["node"]), a["other"], uid),
-		"create its own Copy owned by the Node "+a["other"], "PersistentVolume "+a["name"])
+	return nil
 }
 
 // driverCreateRefused requires the admission policy to refuse the driver on
@@ -580,7 +575,7 @@ func stepDriverAddsOwnRecordRefused(ctx context.Context, r *Run, a args) error {
 // stepDriverAddsOwnRecord: the driver may create its own node's Copy and
 // put the per-node finalizer on the PV.
 func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	own, err := r.copyOwned(ctx, a["name"], a["node"], a["node"])
 	if err != nil {
 		return err
 	}
@@ -588,11 +583,7 @@ func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	uid, err := r.nodeUID(ctx, a["node"])
-	if err != nil {
-		return err
-	}
-	if _, err := c.Create(ctx, ownedBy(copyObject(pv, a["node"]), a["node"], uid), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Create(ctx, own, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("the driver's account on %s may create its own Copy: %w", a["node"], err)
 	}
 	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer)); err != nil {
