@@ -364,6 +364,17 @@ func (r *Run) refusedByPolicy(err error, node, what, object, patch string) error
 	return nil
 }
 
+// allowedByPolicy is the error of a request the documents say the driver's
+// account may make: a refusal (Forbidden or Invalid) is the promise broken,
+// anything else says nothing of the policy.
+func allowedByPolicy(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return fmt.Errorf("%w: %s, but the API server refused: %v", harness.ErrNotSeen, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // pvContent is what a refused change must leave as it was: the spec
 // (claimRef included), finalizers and annotations.
 func pvContent(pv *corev1.PersistentVolume) any {
@@ -486,7 +497,7 @@ func stepDriverRemovesLooseRecord(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	if err := c.Delete(ctx, made.GetName(), metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("the driver's account on %s may delete the Copy %s of %s that no Node owns: %w", a["node"], made.GetName(), a["other"], err)
+		return allowedByPolicy(err, "the driver's account on %s may delete the Copy %s of %s that no Node owns", a["node"], made.GetName(), a["other"])
 	}
 	return nil
 }
@@ -584,10 +595,10 @@ func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	if _, err := c.Create(ctx, own, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("the driver's account on %s may create its own Copy: %w", a["node"], err)
+		return allowedByPolicy(err, "the driver's account on %s may create its own Copy", a["node"])
 	}
 	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer)); err != nil {
-		return fmt.Errorf("the driver's account on %s may put the finalizer %s: %w", a["node"], copiesFinalizer, err)
+		return allowedByPolicy(err, "the driver's account on %s may put the finalizer %s", a["node"], copiesFinalizer)
 	}
 	pv, nodes, err := r.recorded(ctx, a["name"])
 	if err != nil {
