@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -96,20 +95,24 @@ func (r *Run) recorded(ctx context.Context, name string) (*corev1.PersistentVolu
 	return pv, slices.Compact(nodes), nil
 }
 
-// ownedBy makes u owned by the Node named node of UID uid, as the driver
-// writes its Copies (the garbage collector deletes them with the Node).
-func ownedBy(u *unstructured.Unstructured, node, uid string) *unstructured.Unstructured {
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(uid)}})
-	return u
-}
-
-// nodeUID is the UID of the Node named name.
-func (r *Run) nodeUID(ctx context.Context, name string) (string, error) {
-	var n corev1.Node
-	if err := r.env.R.Get(ctx, name, "", &n); err != nil {
-		return "", fmt.Errorf("read Node %s: %w", name, err)
+// copyOwned is the Copy of the PersistentVolume named volume (of its UID
+// now) on node, owned by the Node named owner as the driver writes it, or
+// by nothing if owner is "".
+func (r *Run) copyOwned(ctx context.Context, volume, node, owner string) (*unstructured.Unstructured, error) {
+	pv, err := r.pv(ctx, volume)
+	if err != nil {
+		return nil, err
 	}
-	return string(n.UID), nil
+	c := copyObject(pv, node)
+	if owner == "" {
+		return c, nil
+	}
+	var n corev1.Node
+	if err := r.env.R.Get(ctx, owner, "", &n); err != nil {
+		return nil, fmt.Errorf("read Node %s: %w", owner, err)
+	}
+	c.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: owner, UID: n.UID}})
+	return c, nil
 }
 
 // copyObject is the Copy of pv on node, to be created, owned by nothing (as

@@ -364,6 +364,17 @@ func (r *Run) refusedByPolicy(err error, node, what, object, patch string) error
 	return nil
 }
 
+// allowedByPolicy is the error of a request the documents say the driver's
+// account may make: a refusal (Forbidden or Invalid) is the promise broken,
+// anything else says nothing of the policy.
+func allowedByPolicy(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return fmt.Errorf("%w: %s, but the API server refused: %v", harness.ErrNotSeen, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // pvContent is what a refused change must leave as it was: the spec
 // (claimRef included), finalizers and annotations.
 func pvContent(pv *corev1.PersistentVolume) any {
@@ -395,16 +406,11 @@ func stepDriverAnnotatesPV(ctx context.Context, r *Run, a args) error {
 // stepDriverAddsOthersRecord: the driver on node may not create the Copy
 // of another node.
 func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	c, err := r.copyOwned(ctx, a["name"], a["other"], a["other"])
 	if err != nil {
 		return err
 	}
-	uid, err := r.nodeUID(ctx, a["other"])
-	if err != nil {
-		return err
-	}
-	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["other"]), a["other"], uid),
-		"create the Copy of "+a["other"]+", owned by its Node", "PersistentVolume "+a["name"])
+	return r.driverCreateRefused(ctx, a["node"], c, "create the Copy of "+a["other"]+", owned by its Node", "PersistentVolume "+a["name"])
 }
 
 // stepDriverAddsOwnRecordNotOwned: the driver on node may create its own
@@ -412,20 +418,20 @@ func stepDriverAddsOthersRecord(ctx context.Context, r *Run, a args) error {
 // collector deletes it with the Node: not without an owner, and not owned
 // by another Node.
 func stepDriverAddsOwnRecordNotOwned(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
-	if err != nil {
-		return err
+	for _, owner := range []string{"", a["other"]} {
+		c, err := r.copyOwned(ctx, a["name"], a["node"], owner)
+		if err != nil {
+			return err
+		}
+		what := "create its own Copy with no owner"
+		if owner != "" {
+			what = "create its own Copy owned by the Node " + owner
+		}
+		if err := r.driverCreateRefused(ctx, a["node"], c, what, "PersistentVolume "+a["name"]); err != nil {
+			return err
+		}
 	}
-	uid, err := r.nodeUID(ctx, a["other"])
-	if err != nil {
-		return err
-	}
-	if err := r.driverCreateRefused(ctx, a["node"], copyObject(pv, a["node"]),
-		"create its own Copy with no owner", "PersistentVolume "+a["name"]); err != nil {
-		return err
-	}
-	return r.driverCreateRefused(ctx, a["node"], ownedBy(copyObject(pv, a["node"]), a["other"], uid),
-		"create its own Copy owned by the Node "+a["other"], "PersistentVolume "+a["name"])
+	return nil
 }
 
 // driverCreateRefused requires the admission policy to refuse the driver on
@@ -491,7 +497,7 @@ func stepDriverRemovesLooseRecord(ctx context.Context, r *Run, a args) error {
 		return err
 	}
 	if err := c.Delete(ctx, made.GetName(), metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("the driver's account on %s may delete the Copy %s of %s that no Node owns: %w", a["node"], made.GetName(), a["other"], err)
+		return allowedByPolicy(err, "the driver's account on %s may delete the Copy %s of %s that no Node owns", a["node"], made.GetName(), a["other"])
 	}
 	return nil
 }
@@ -580,7 +586,7 @@ func stepDriverAddsOwnRecordRefused(ctx context.Context, r *Run, a args) error {
 // stepDriverAddsOwnRecord: the driver may create its own node's Copy and
 // put the per-node finalizer on the PV.
 func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
-	pv, err := r.pv(ctx, a["name"])
+	own, err := r.copyOwned(ctx, a["name"], a["node"], a["node"])
 	if err != nil {
 		return err
 	}
@@ -588,15 +594,11 @@ func stepDriverAddsOwnRecord(ctx context.Context, r *Run, a args) error {
 	if err != nil {
 		return err
 	}
-	uid, err := r.nodeUID(ctx, a["node"])
-	if err != nil {
-		return err
-	}
-	if _, err := c.Create(ctx, ownedBy(copyObject(pv, a["node"]), a["node"], uid), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("the driver's account on %s may create its own Copy: %w", a["node"], err)
+	if _, err := c.Create(ctx, own, metav1.CreateOptions{}); err != nil {
+		return allowedByPolicy(err, "the driver's account on %s may create its own Copy", a["node"])
 	}
 	if err := r.asDriverPatch(ctx, a["node"], a["name"], fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, copiesFinalizer)); err != nil {
-		return fmt.Errorf("the driver's account on %s may put the finalizer %s: %w", a["node"], copiesFinalizer, err)
+		return allowedByPolicy(err, "the driver's account on %s may put the finalizer %s", a["node"], copiesFinalizer)
 	}
 	pv, nodes, err := r.recorded(ctx, a["name"])
 	if err != nil {

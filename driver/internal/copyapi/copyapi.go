@@ -17,6 +17,8 @@
 package copyapi
 
 import (
+	"slices"
+
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,22 +94,19 @@ func New(volume, uid, node string, nodeUID types.UID) *Copy {
 // are, and the garbage collector deletes them with their Node; Copies an
 // administrator or a restore wrote may not be.
 func (c *Copy) OwnedByNode() bool {
-	for _, r := range c.OwnerReferences {
-		if r.Kind == "Node" && r.APIVersion == "v1" {
-			return true
-		}
-	}
-	return false
+	return c.ownedByNode(func(types.UID) bool { return true })
 }
 
 // OwnedBy says whether c is owned by the Node of UID uid.
 func (c *Copy) OwnedBy(uid types.UID) bool {
-	for _, r := range c.OwnerReferences {
-		if r.Kind == "Node" && r.APIVersion == "v1" && r.UID == uid {
-			return true
-		}
-	}
-	return false
+	return c.ownedByNode(func(u types.UID) bool { return u == uid })
+}
+
+// ownedByNode says whether one of c's owners is a Node whose UID is ok.
+func (c *Copy) ownedByNode(ok func(types.UID) bool) bool {
+	return slices.ContainsFunc(c.OwnerReferences, func(r metav1.OwnerReference) bool {
+		return r.Kind == "Node" && r.APIVersion == "v1" && ok(r.UID)
+	})
 }
 
 // namePrefix is a readable start of a Copy's name: the volume's and the

@@ -146,15 +146,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if _, err := nodeInformer.AddEventHandler(c.metrics.Receiving("nodes")); err != nil {
 		return err
 	}
-	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.onNode(objectName(obj)) },
-		UpdateFunc: func(old, obj any) { // registered again (a new UID: its Copies' owner is gone)
-			if o, n := uidOf(old), uidOf(obj); o != n {
-				c.onNode(objectName(obj))
-			}
-		},
-		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
-	}); err != nil {
+	if _, err := nodeInformer.AddEventHandler(c.nodeEvents()); err != nil {
 		return err
 	}
 	copyInformer, err := c.ownCopies()
@@ -219,6 +211,21 @@ func (c *Controller) ownCopies() (cache.SharedIndexInformer, error) {
 	return inf, err
 }
 
+// nodeEvents are what this node's Node's events do: its arrival,
+// departure, and registration again under a new UID (its Copies' owner is
+// gone: the collector deletes them) each queue what it holds.
+func (c *Controller) nodeEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.onNode(objectName(obj)) },
+		UpdateFunc: func(old, obj any) {
+			if uidOf(old) != uidOf(obj) {
+				c.onNode(objectName(obj))
+			}
+		},
+		DeleteFunc: func(obj any) { c.onNode(objectName(obj)) },
+	}
+}
+
 // uidOf is obj's UID ("" if it has none).
 func uidOf(obj any) types.UID {
 	if m, err := meta.Accessor(obj); err == nil {
@@ -237,10 +244,7 @@ func (c *Controller) OwnNodeUID() types.UID {
 	if err != nil {
 		return ""
 	}
-	if m, ok := obj.(metav1.Object); ok {
-		return m.GetUID()
-	}
-	return ""
+	return uidOf(obj)
 }
 
 // OwnCopy returns this node's Copy of the PV volume of UID uid as the

@@ -664,6 +664,21 @@ func TestOnlyThisNodesEventsQueueWork(t *testing.T) {
 	assert.Equal(t, q.queue.Len(), 1, "this node's event did not queue its PVs")
 }
 
+// This node's Node registered again (a new UID) queues what the node holds:
+// its Copies' owner is gone, and it records itself again, owned by the new
+// one. Its status reports (same UID) queue nothing.
+func TestThisNodeRegisteredAgainQueuesWhatItHolds(t *testing.T) {
+	copies := &fakeCopies{uids: map[string]string{"v": "u"}}
+	q := newController(t, me, copies, []string{me}, recorded(pv("v", "u"), me))
+	before, report, again := nodeMeta(me), nodeMeta(me), nodeMeta(me)
+	report.ResourceVersion = "2"
+	again.UID = "uid-of-" + me + "-again"
+	q.nodeEvents().OnUpdate(before, report)
+	assert.Equal(t, q.queue.Len(), 0, "a status report of this node's Node queued work")
+	q.nodeEvents().OnUpdate(report, again)
+	assert.Equal(t, q.queue.Len(), 1, "this node's Node registered again (new UID) did not queue what it holds")
+}
+
 // What a driver that stopped in the middle of a removal left in the trash
 // is removed when the controller starts, and retried until it is gone.
 func TestRunEmptiesWhatACrashLeftInTheTrash(t *testing.T) {

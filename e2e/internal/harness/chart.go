@@ -97,18 +97,27 @@ var SuiteValues = []string{"statsTTL=20s", "forgetGoneNodesAfter=60s"}
 // image image (repository:tag), as a user would: `helm upgrade --install`,
 // with more values (sets: key=value) if given.
 func HelmUpgrade(ctx context.Context, repo, kubeconfig, image string, sets ...string) error {
-	i := strings.LastIndex(image, ":")
-	if i < 0 || strings.Contains(image[i:], "/") {
-		return fmt.Errorf("image %q has no tag", image)
+	imageFlags, err := ImageValues(image)
+	if err != nil {
+		return err
 	}
-	args := []string{"upgrade", "--install", DriverRelease, Chart(repo),
-		"--kubeconfig", kubeconfig, "--namespace", DriverNamespace,
-		"--set", "image.repository=" + image[:i], "--set", "image.tag=" + image[i+1:]}
+	args := append([]string{"upgrade", "--install", DriverRelease, Chart(repo),
+		"--kubeconfig", kubeconfig, "--namespace", DriverNamespace}, imageFlags...)
 	for _, v := range sets {
 		args = append(args, "--set", v)
 	}
-	_, err := Helm(ctx, repo, args...)
+	_, err = Helm(ctx, repo, args...)
 	return err
+}
+
+// ImageValues are the helm flags that set the chart's driver image to image
+// (repository:tag). The tag is always a string, also when it is all digits.
+func ImageValues(image string) ([]string, error) {
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return nil, fmt.Errorf("image %q has no tag", image)
+	}
+	return []string{"--set", "image.repository=" + image[:i], "--set-string", "image.tag=" + image[i+1:]}, nil
 }
 
 // RenderChart renders the chart as release per-node in namespace

@@ -368,3 +368,15 @@ func TestTheFlowSchemaCatchesTheDriversAccount(t *testing.T) {
 		})
 	}
 }
+
+// The suite's image tags are an image ID's first 12 hex digits, which are
+// now and then all decimal digits (838616874289 was, on 2026-12-06): the
+// chart still gets a string, and renders that image.
+func TestAnImageTagOfDigitsIsATag(t *testing.T) {
+	const image = "per-node.liken.sh/driver:838616874289"
+	flags, err := ImageValues(image)
+	assert.NilError(t, err)
+	out, err := RenderChart(context.Background(), repoRoot(t), flags...)
+	assert.NilError(t, err, "the chart refused the image values %v", flags)
+	assert.Assert(t, strings.Contains(out, "image: "+image), "the chart does not run %s", image)
+}
