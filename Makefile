@@ -65,8 +65,8 @@ test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files
 	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
 	@# Modules of their own: the alerts' tests (Prometheus' packages) and
-	@# make release's OCI image writer (go-containerregistry).
-	for m in e2e/alerts e2e/release; do (cd $$m && go mod tidy -diff && go vet ./... && go test -count=1 ./...) || exit 1; done
+	@# make release's OCI image writer (go-containerregistry), the NATS example's natscheck.
+	for m in e2e/alerts e2e/release fixtures/nats; do (cd $$m && go mod tidy -diff && go vet ./... && go test -count=1 ./...) || exit 1; done
 
 .PHONY: warm
 warm: ## Download and compile what make e2e, make test and make lint need, running no test (CI runs it, niced, beside make e2e).
@@ -77,7 +77,7 @@ warm: ## Download and compile what make e2e, make test and make lint need, runni
 	@# image, and warm compiling them at the same moment would do it twice.
 	go vet ./...
 	go test -count=1 -run '^$$' ./... >/dev/null
-	for m in e2e/alerts e2e/release; do (cd $$m && go mod download && go test -count=1 -run '^$$' ./... >/dev/null) || exit 1; done
+	for m in e2e/alerts e2e/release fixtures/nats; do (cd $$m && go mod download && go test -count=1 -run '^$$' ./... >/dev/null) || exit 1; done
 	@# Only fills golangci-lint's cache: make lint is the check.
 	$(GOLANGCI_LINT) run ./... >/dev/null 2>&1 || true
 	$(MAKE) --no-print-directory helm build build-fixtures

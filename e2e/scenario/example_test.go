@@ -82,6 +82,11 @@ func TestTheNATSExampleIsTheGuidesShape(t *testing.T) {
 		}
 	}
 	assert.Assert(t, claimMount != "", "no mount of the claim nats in %v", c.VolumeMounts)
+	// The routes of a server that restarts on its node's copy do not wait
+	// for every other server: the init container reads the copy to know.
+	init := d.Spec.Template.Spec.InitContainers
+	assert.Assert(t, len(init) == 1 && len(init[0].Command) == 6 && init[0].Command[1] == "routes" && init[0].Command[5] == claimMount,
+		"the routes init container is not given the copy (%s): a restarted server would wait for every other one: %v", claimMount, init)
 
 	var conf string
 	for k, raw := range objs {

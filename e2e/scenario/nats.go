@@ -15,8 +15,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -63,6 +65,15 @@ func stepApplyExample(ctx context.Context, r *Run, a args) error {
 			}
 		case u.GetNamespace() != "":
 			u.SetNamespace(r.ns())
+		}
+		if u.GetKind() == "Deployment" {
+			sel, _, err := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
+			if err != nil || len(sel) == 0 {
+				return fmt.Errorf("%s: Deployment %s selects its pods by no matchLabels", a["path"], u.GetName())
+			}
+			// The store steps (pick a store pod, evict, drain) act on the
+			// example's pods from now on.
+			r.store = labels.SelectorFromSet(sel).String()
 		}
 		objs = append(objs, u)
 	}
@@ -140,12 +151,21 @@ func stepNatsAcknowledges(ctx context.Context, r *Run, a args) error {
 	return harness.Unobserved(fmt.Errorf("no ready NATS pod to write through"))
 }
 
+// natsAcked is the highest sequence NATS acknowledged so far.
+func (r *Run) natsAcked() (uint64, error) {
+	want, err := strconv.ParseUint(r.vars["nats_acked"], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("no message acknowledged yet ($nats_acked %q)", r.vars["nats_acked"])
+	}
+	return want, nil
+}
+
 // stepNatsHoldsAll waits until the NATS server on node holds, in its own
 // copy (its /jsz), every message acknowledged so far.
 func stepNatsHoldsAll(ctx context.Context, r *Run, a args) error {
-	want, err := strconv.ParseUint(r.vars["nats_acked"], 10, 64)
+	want, err := r.natsAcked()
 	if err != nil {
-		return fmt.Errorf("no message acknowledged yet ($nats_acked %q)", r.vars["nats_acked"])
+		return err
 	}
 	return harness.Until(ctx, "the NATS server on "+a["node"]+" to hold every acknowledged message", deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
@@ -153,16 +173,181 @@ func stepNatsHoldsAll(ctx context.Context, r *Run, a args) error {
 			if err != nil {
 				return false, "", err
 			}
-			var held struct {
-				Messages uint64 `json:"messages"`
-				LastSeq  uint64 `json:"last_seq"`
-			}
-			if err := r.natscheck(ctx, p.Name, &held, "local", natsStream); err != nil {
-				return false, "", harness.Unobserved(err)
-			}
-			return held.LastSeq >= want && held.Messages >= want,
-				fmt.Sprintf("acknowledged up to %d; %s holds %d messages up to %d", want, p.Name, held.Messages, held.LastSeq), nil
+			return r.natsHolds(ctx, p.Name, want)
 		})
+}
+
+// natsHolds asks the NATS server in pod for its own copy of the stream
+// (its /jsz): done when it holds every message up to sequence want. The
+// stream's messages are never deleted, so holding as many messages as the
+// highest acknowledged sequence leaves no gap below it.
+func (r *Run) natsHolds(ctx context.Context, pod string, want uint64) (bool, string, error) {
+	var held struct {
+		Messages uint64 `json:"messages"`
+		LastSeq  uint64 `json:"last_seq"`
+	}
+	if err := r.natscheck(ctx, pod, &held, "local", natsStream); err != nil {
+		return false, "", harness.Unobserved(err)
+	}
+	return held.LastSeq >= want && held.Messages >= want,
+		fmt.Sprintf("acknowledged up to %d; %s holds %d messages up to %d", want, pod, held.Messages, held.LastSeq), nil
+}
+
+// stepEveryNatsHoldsAll waits until every running NATS server holds, in
+// its own copy, every message acknowledged so far.
+func stepEveryNatsHoldsAll(ctx context.Context, r *Run, _ args) error {
+	want, err := r.natsAcked()
+	if err != nil {
+		return err
+	}
+	return harness.Until(ctx, "every NATS server to hold every acknowledged message", deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := r.natsPods(ctx)
+			if err != nil {
+				return false, "", err
+			}
+			var seen []string
+			for _, p := range pods {
+				if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+					continue
+				}
+				ok, report, err := r.natsHolds(ctx, p.Name, want)
+				if err != nil || !ok {
+					return false, report, err
+				}
+				seen = append(seen, p.Name)
+			}
+			return len(seen) > 0, "no running NATS pod", nil
+		})
+}
+
+// The writer that runs through a drain: a pod on the control plane (no
+// drain evicts it) that writes through the example's client Service until
+// it is told to stop, and then prints what NATS acknowledged.
+const (
+	natsWriter     = "nats-writer"
+	natsWriterStop = "/run/writer/stop"
+)
+
+// stepStartNatsWriter starts the writer and waits until NATS acknowledged
+// its first messages.
+func stepStartNatsWriter(ctx context.Context, r *Run, _ args) error {
+	never := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: natsWriter, Namespace: r.ns()},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &never,
+			NodeSelector:                  map[string]string{"node-role.kubernetes.io/control-plane": ""},
+			Tolerations:                   []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers: []corev1.Container{{
+				Name: "writer", Image: harness.NatsImageName, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:      []string{"/natscheck", "write-until", natsStream, natsWriterStop},
+				Env:          []corev1.EnvVar{{Name: "NATS_URL", Value: "nats://" + natsApp + ":4222"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "run", MountPath: "/run/writer"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	if err := r.env.R.Create(ctx, pod); err != nil {
+		return fmt.Errorf("start the NATS writer: %w", err)
+	}
+	return harness.Until(ctx, "the NATS writer to run", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var p corev1.Pod
+		if err := r.env.R.Get(ctx, natsWriter, r.ns(), &p); err != nil {
+			return false, "", harness.Unobserved(err)
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return false, "writer " + string(p.Status.Phase), nil
+		}
+		var ack natsAck
+		if err := r.writerLog(ctx, &ack); err != nil {
+			return false, err.Error(), nil
+		}
+		return ack.Acked > 0, fmt.Sprintf("writer running, %d acknowledged", ack.Acked), nil
+	})
+}
+
+// natsAck is what natscheck prints of NATS' acknowledgements.
+type natsAck struct {
+	Acked   int     `json:"acked"`
+	First   uint64  `json:"first"`
+	Last    uint64  `json:"last"`
+	Retried int     `json:"retried"`
+	Longest float64 `json:"longest_wait_seconds"`
+}
+
+// writerLog decodes the last line the writer printed.
+func (r *Run) writerLog(ctx context.Context, out *natsAck) error {
+	raw, err := r.clientsetLogs(ctx, natsWriter, "writer")
+	if err != nil {
+		return harness.Unobserved(err)
+	}
+	lines := strings.Split(raw, "\n")
+	last := lines[len(lines)-1]
+	if err := json.Unmarshal([]byte(last), out); err != nil {
+		return harness.Unobserved(fmt.Errorf("the NATS writer printed %q: %w", last, err))
+	}
+	return nil
+}
+
+// stepStopNatsWriter tells the writer to stop, waits until it has, and
+// keeps the highest sequence NATS acknowledged to it ($nats_acked) for the
+// checks of what each server holds.
+func stepStopNatsWriter(ctx context.Context, r *Run, _ args) error {
+	var stdout, stderr bytes.Buffer
+	if err := r.env.R.ExecInPod(ctx, r.ns(), natsWriter, "writer", []string{"/natscheck", "stop", natsWriterStop}, &stdout, &stderr); err != nil {
+		return fmt.Errorf("stop the NATS writer: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var ack natsAck
+	err := harness.Until(ctx, "the NATS writer to stop", deadline(ctx), func(ctx context.Context) (bool, string, error) {
+		var p corev1.Pod
+		if err := r.env.R.Get(ctx, natsWriter, r.ns(), &p); err != nil {
+			return false, "", harness.Unobserved(err)
+		}
+		switch p.Status.Phase {
+		case corev1.PodFailed:
+			raw, _ := r.clientsetLogs(ctx, natsWriter, "writer")
+			return false, "", fmt.Errorf("%w: the NATS writer failed: %s", harness.ErrNotSeen, raw)
+		case corev1.PodSucceeded:
+			return true, "", r.writerLog(ctx, &ack)
+		}
+		return false, "writer " + string(p.Status.Phase), nil
+	})
+	if err != nil {
+		return err
+	}
+	if ack.Last < ack.First || ack.Acked == 0 {
+		return fmt.Errorf("the NATS writer had nothing acknowledged: %+v", ack)
+	}
+	r.t.Logf("NATS acknowledged %d messages to the writer (sequences %d to %d; %d tries again; the longest wait for an acknowledgement %.1fs)",
+		ack.Acked, ack.First, ack.Last, ack.Retried, ack.Longest)
+	r.vars["nats_acked"] = strconv.FormatUint(ack.Last, 10)
+	return nil
+}
+
+// clientsetLogs is the log of a container, for a report.
+func (r *Run) clientsetLogs(ctx context.Context, pod, container string) (string, error) {
+	cs, err := r.clientset()
+	if err != nil {
+		return "", err
+	}
+	raw, err := cs.CoreV1().Pods(r.ns()).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	return strings.TrimSpace(string(raw)), err
+}
+
+// stepUncordonEveryWorker lets the scheduler use every worker again.
+func stepUncordonEveryWorker(ctx context.Context, r *Run, _ args) error {
+	ws, err := r.workers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if err := r.cordon(ctx, w.Name, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoredLine is what nats-server logs of a stream it read from its disk.

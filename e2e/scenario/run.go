@@ -56,6 +56,9 @@ type Run struct {
 	marks map[string]time.Time
 	// addresses are the addresses nodes had when a step stopped them.
 	addresses map[string]string
+	// store selects the store's pods when the scenario applied an example
+	// (its Deployment's selector); the guide's store when empty.
+	store string
 	// exec runs a command in a node's container (docker exec when nil).
 	exec func(ctx context.Context, node string, cmd ...string) (string, error)
 	t    testing.TB

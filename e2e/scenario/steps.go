@@ -32,6 +32,15 @@ import (
 // storeLabel selects the guide's store pods.
 const storeLabel = "app=store"
 
+// storeSelector selects the store pods of the scenario: the guide's, or
+// those of the example it applied (apply the example).
+func (r *Run) storeSelector() string {
+	if r.store != "" {
+		return r.store
+	}
+	return storeLabel
+}
+
 // writeTimeout is the floor of every step that writes through the store: a
 // write is acknowledged once every peer holds it, so on a loaded machine it
 // waits on the slowest pod (a cold CI run saw 100,000 records in bulk take
@@ -51,6 +60,9 @@ var vocabulary = compile([]*stepDef{
 	{Name: "delete the nats pod on {node}", Timeout: 30 * time.Second, run: stepDeleteNatsPodOn},
 	{Name: "nats acknowledges {n} messages", Timeout: 2 * time.Minute, run: stepNatsAcknowledges},
 	{Name: "the nats server on {node} holds every acknowledged message", Timeout: 2 * time.Minute, run: stepNatsHoldsAll},
+	{Name: "every nats server holds every acknowledged message", Timeout: 2 * time.Minute, run: stepEveryNatsHoldsAll},
+	{Name: "start a nats writer", Timeout: time.Minute, run: stepStartNatsWriter},
+	{Name: "stop the nats writer, keeping what nats acknowledged", Timeout: time.Minute, run: stepStopNatsWriter},
 	{Name: "the nats server on {node} restored {n} messages from its copy", Timeout: 2 * time.Minute, run: stepNatsRestored},
 	{Name: "remove the nats server of {node} from jetstream", Timeout: 30 * time.Second, run: stepNatsPeerRemove},
 	{Name: "wait deployment {name} ready {n}", Timeout: 2 * time.Minute, run: stepDeploymentReady},
@@ -71,6 +83,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "cordon {node}", Timeout: 30 * time.Second, run: stepCordon(true)},
 	{Name: "uncordon {node}", Timeout: 30 * time.Second, run: stepCordon(false)},
 	{Name: "cordon every worker without a store pod", Timeout: 30 * time.Second, run: stepCordonFree},
+	{Name: "uncordon every worker", Timeout: 30 * time.Second, run: stepUncordonEveryWorker},
 	{Name: "cordon every worker but {node}", Timeout: 30 * time.Second, run: stepCordonAllBut},
 	{Name: "delete pod {pod}", Timeout: 30 * time.Second, run: stepDeletePod},
 	{Name: "pod {pod} is gone", Timeout: 30 * time.Second, run: stepPodGone},
@@ -332,7 +345,7 @@ func (r *Run) patchDeployment(ctx context.Context, name, patch string) error {
 
 func (r *Run) storePods(ctx context.Context) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := r.listIn(ctx, r.ns(), &pods, storeLabel, ""); err != nil {
+	if err := r.listIn(ctx, r.ns(), &pods, r.storeSelector(), ""); err != nil {
 		return nil, err
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
