@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/labels"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -442,23 +443,31 @@ func stepWorkerWithoutNats(ctx context.Context, r *Run, a args) error {
 // and not Ready.
 const natsNotReadyFor = 15 * time.Second
 
-// stepNatsNotReady requires the NATS pod on node to run and stay not Ready
-// for natsNotReadyFor: it holds no current replica of the stream.
+// stepNatsNotReady requires the NATS pod scheduled on node (started or
+// still starting) to stay not Ready for natsNotReadyFor: it holds no
+// current replica of the stream.
 func stepNatsNotReady(ctx context.Context, r *Run, a args) error {
 	var since time.Time
 	return harness.Until(ctx, "the NATS pod on "+a["node"]+" to stay not ready", deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
-			p, err := r.natsPodOn(ctx, a["node"])
+			pods, err := r.natsPods(ctx)
 			if err != nil {
 				return false, "", err
 			}
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool {
+				return p.Spec.NodeName == a["node"] && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed
+			})
+			if i < 0 {
+				return false, "", harness.Unobserved(fmt.Errorf("no NATS pod on %s", a["node"]))
+			}
+			p := &pods[i]
 			if harness.PodReady(p) {
 				return false, "", fmt.Errorf("%w: %s on %s is Ready", harness.ErrNotSeen, p.Name, a["node"])
 			}
 			if since.IsZero() {
 				since = time.Now()
 			}
-			return time.Since(since) >= natsNotReadyFor, fmt.Sprintf("%s running, not ready for %s", p.Name, time.Since(since).Round(time.Second)), nil
+			return time.Since(since) >= natsNotReadyFor, fmt.Sprintf("%s %s, not ready for %s", p.Name, p.Status.Phase, time.Since(since).Round(time.Second)), nil
 		})
 }
 

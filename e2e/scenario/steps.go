@@ -121,6 +121,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "the copy on each of {nodes} holds {list}", Timeout: 30 * time.Second, run: stepEachCopyHolds},
 	{Name: "the copy of persistentvolume {name} on {node} holds {list}", Timeout: 30 * time.Second, run: stepCopyOfHolds},
 	{Name: "copy on {node} is absent", Timeout: 30 * time.Second, run: stepCopyAbsent},
+	{Name: "no node holds a copy of persistentvolume {name}", Timeout: 30 * time.Second, run: stepNoNodeHoldsCopy},
 	{Name: "event {reason} on pod {pod}", Timeout: 30 * time.Second, run: stepEvent},
 	{Name: "event {reason} on pod {pod} names {holder}", Timeout: 30 * time.Second, run: stepEvent},
 	{Name: "event {reason} on claim {name} says {text}", Timeout: 30 * time.Second, run: stepClaimEvent},

@@ -788,6 +788,21 @@ func stepCopyAbsent(ctx context.Context, r *Run, a args) error {
 	return r.untilNoCopy(ctx, a["node"], r.vars["pv"], deadline(ctx))
 }
 
+// stepNoNodeHoldsCopy waits until no node of the cluster holds anything of
+// the PV, trash included.
+func stepNoNodeHoldsCopy(ctx context.Context, r *Run, a args) error {
+	var nodes corev1.NodeList
+	if err := r.env.R.List(ctx, &nodes); err != nil {
+		return harness.Unobserved(err)
+	}
+	for _, n := range nodes.Items {
+		if err := r.untilNoCopy(ctx, n.Name, a["name"], deadline(ctx)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // untilNoCopy waits until a node holds nothing of a PV, trash included.
 func (r *Run) untilNoCopy(ctx context.Context, node, pv string, timeout time.Duration) error {
 	what := fmt.Sprintf("node %s to hold nothing of %s, trash included", node, pv)
