@@ -194,6 +194,35 @@ func (r *Run) natsHolds(ctx context.Context, pod string, want uint64) (bool, str
 		fmt.Sprintf("acknowledged up to %d; %s holds %d messages up to %d", want, pod, held.Messages, held.LastSeq), nil
 }
 
+// stepNatsHoldsNothing requires the NATS server on node to hold no message
+// of the stream in its own copy (its /jsz): a server that started empty.
+func stepNatsHoldsNothing(ctx context.Context, r *Run, a args) error {
+	return harness.Until(ctx, "the NATS server on "+a["node"]+" to answer what it holds", deadline(ctx),
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := r.natsPods(ctx)
+			if err != nil {
+				return false, "", err
+			}
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool {
+				return p.Spec.NodeName == a["node"] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
+			})
+			if i < 0 {
+				return false, "no running NATS pod on " + a["node"], nil
+			}
+			var held struct {
+				Messages uint64 `json:"messages"`
+				LastSeq  uint64 `json:"last_seq"`
+			}
+			if err := r.natscheck(ctx, pods[i].Name, &held, "local", natsStream); err != nil {
+				return false, err.Error(), nil
+			}
+			if held.Messages > 0 || held.LastSeq > 0 {
+				return false, "", fmt.Errorf("%w: %s holds %d messages up to %d", harness.ErrNotSeen, pods[i].Name, held.Messages, held.LastSeq)
+			}
+			return true, "", nil
+		})
+}
+
 // stepEveryNatsHoldsAll waits until every running NATS server holds, in
 // its own copy, every message acknowledged so far.
 func stepEveryNatsHoldsAll(ctx context.Context, r *Run, _ args) error {

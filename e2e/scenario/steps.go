@@ -60,6 +60,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "delete the nats pod on {node}", Timeout: 30 * time.Second, run: stepDeleteNatsPodOn},
 	{Name: "nats acknowledges {n} messages", Timeout: 2 * time.Minute, run: stepNatsAcknowledges},
 	{Name: "the nats server on {node} holds every acknowledged message", Timeout: 2 * time.Minute, run: stepNatsHoldsAll},
+	{Name: "the nats server on {node} holds no message", Timeout: 30 * time.Second, run: stepNatsHoldsNothing},
 	{Name: "every nats server holds every acknowledged message", Timeout: 2 * time.Minute, run: stepEveryNatsHoldsAll},
 	{Name: "start a nats writer", Timeout: time.Minute, run: stepStartNatsWriter},
 	{Name: "stop the nats writer, keeping what nats acknowledged", Timeout: time.Minute, run: stepStopNatsWriter},
