@@ -61,7 +61,7 @@ func stepEvictRefused(ctx context.Context, r *Run, a args) error {
 		return nil
 	}
 	if err == nil {
-		return fmt.Errorf("the eviction of %s was allowed; pods: %s", a["pod"], r.podsReport(ctx))
+		return fmt.Errorf("%w: the eviction of %s was allowed; pods: %s", harness.ErrNotSeen, a["pod"], r.podsReport(ctx))
 	}
 	return fmt.Errorf("expected the PodDisruptionBudget to refuse the eviction of %s (429), got: %w", a["pod"], err)
 }
@@ -90,7 +90,7 @@ func stepEvictRefusedUntil(ctx context.Context, r *Run, a args) error {
 			r.t.Logf("the eviction of %s was refused %d times, until %d pods were ready", a["pod"], refused, ready)
 			return nil
 		case err == nil:
-			return fmt.Errorf("the eviction of %s was allowed while %d of %d store pods were ready: %s", a["pod"], ready, want, report)
+			return fmt.Errorf("%w: the eviction of %s was allowed while %d of %d store pods were ready: %s", harness.ErrNotSeen, a["pod"], ready, want, report)
 		case !apierrors.IsTooManyRequests(err):
 			return fmt.Errorf("asking to evict %s: expected 429 from the PodDisruptionBudget, got: %w", a["pod"], err)
 		}
