@@ -143,16 +143,38 @@ func TestMetricsAreServedBesideHealth(t *testing.T) {
 	assert.Assert(t, strings.Contains(rec.Body.String(), `per_node_mount_refusals_total{reason="held"} 1`), "body:\n%s", rec.Body.String())
 }
 
-// docs/operating.md's flags table is the driver's own flags, generated
-// (UPDATE=1 go test ./driver -run FlagsTable rewrites it).
-func TestOperatingDocFlagsTable(t *testing.T) {
-	const start, end = "<!-- flags: generated from driver/main.go by TestOperatingDocFlagsTable -->\n", "<!-- end of flags -->"
+// driverFlags are the driver's own flags, as registerFlags defines them.
+func driverFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("per-node", flag.ContinueOnError)
 	var o options
 	registerFlags(fs, &o)
+	return fs
+}
+
+// generatedIn checks that the text of the document at path between the
+// lines start and end is body; UPDATE=1 rewrites it.
+func generatedIn(t *testing.T, path, start, end, body string) {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	assert.NilError(t, err)
+	before, rest, ok := strings.Cut(string(doc), start)
+	assert.Assert(t, ok, "%s has no line %q", path, start)
+	_, after, ok := strings.Cut(rest, end)
+	assert.Assert(t, ok, "%s has no line %q", path, end)
+	want := before + start + body + end + after
+	if os.Getenv("UPDATE") != "" {
+		assert.NilError(t, os.WriteFile(path, []byte(want), 0o644))
+		return
+	}
+	assert.Equal(t, string(doc), want, "%s's generated part is stale: run UPDATE=1 go test ./driver -run 'FlagsTable|FlagsThatStay'", path)
+}
+
+// docs/operating.md's flags table is the driver's own flags, generated
+// (UPDATE=1 go test ./driver -run FlagsTable rewrites it).
+func TestOperatingDocFlagsTable(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("| flag | default | what |\n|---|---|---|\n")
-	fs.VisitAll(func(f *flag.Flag) {
+	driverFlags().VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" {
 			def = `""`
@@ -160,17 +182,14 @@ func TestOperatingDocFlagsTable(t *testing.T) {
 		fmt.Fprintf(&b, "| `--%s` | `%s` | %s |\n", f.Name, def, f.Usage)
 	})
 	b.WriteString("\nAnd klog's and the logging configuration's: `--v`, `--vmodule`, `--logging-format` (`text` or `json`).\n")
-	const path = "../docs/operating.md"
-	doc, err := os.ReadFile(path)
-	assert.NilError(t, err)
-	before, rest, ok := strings.Cut(string(doc), start)
-	assert.Assert(t, ok, "docs/operating.md has no line %q", start)
-	_, after, ok := strings.Cut(rest, end)
-	assert.Assert(t, ok, "docs/operating.md has no line %q", end)
-	want := before + start + b.String() + end + after
-	if os.Getenv("UPDATE") != "" {
-		assert.NilError(t, os.WriteFile(path, []byte(want), 0o644))
-		return
-	}
-	assert.Equal(t, string(doc), want, "docs/operating.md's flags table is stale: run UPDATE=1 go test ./driver -run FlagsTable")
+	generatedIn(t, "../docs/operating.md", "<!-- flags: generated from driver/main.go by TestOperatingDocFlagsTable -->\n", "<!-- end of flags -->", b.String())
+}
+
+// docs/upgrading.md's list of what stays the same names every flag of the
+// driver (UPDATE=1 go test ./driver -run FlagsThatStay rewrites it).
+func TestUpgradingDocFlagsThatStay(t *testing.T) {
+	var names []string
+	driverFlags().VisitAll(func(f *flag.Flag) { names = append(names, "`--"+f.Name+"`") })
+	body := "  " + strings.Join(names, ", ") + ", and klog's `--v`, `--vmodule`, `--logging-format`;\n"
+	generatedIn(t, "../docs/upgrading.md", "  <!-- flags: generated from driver/main.go by TestUpgradingDocFlagsThatStay -->\n", "  <!-- end of flags -->", body)
 }

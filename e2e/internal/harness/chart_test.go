@@ -91,7 +91,7 @@ func TestChartValues(t *testing.T) {
 		assert.Assert(t, strings.HasPrefix(path, "/var/snap/microk8s/common/var/lib/kubelet/") || path == "/var/lib/per-node.liken.sh", "hostPath %q", path)
 	}
 
-	out, err = RenderChart(ctx, repo, append(anImage, "--set", "admissionPolicy.enabled=false")...)
+	out, err = RenderChart(ctx, repo, append(anImage, "--set", "admissionPolicy.enabled=false", "--set", "admissionPolicy.acknowledgeNoPolicies=true")...)
 	assert.NilError(t, err)
 	objs, err = Objects(out)
 	assert.NilError(t, err)
@@ -186,6 +186,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"metrics.serviceMonitor.enable=true", "enable"},
 		{"image.tag=v1", "image.repository is required"},
 		{"serviceAccount.create=false", "serviceAccount.name is required"},
+		{"image.repository=r,admissionPolicy.enabled=false", "admissionPolicy.acknowledgeNoPolicies=true"},
+		{"admissionPolicy.acknowledgeNoPolicies=yes", "/admissionPolicy/acknowledgeNoPolicies"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := RenderChart(context.Background(), repoRoot(t), "--set", tc.set)
