@@ -196,6 +196,41 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 }
 
+// The pods' and the container's securityContext take what cannot break the
+// driver (a seccomp profile here), the container stays privileged with a
+// read-only root; init and extra containers go beside the driver.
+func TestChartSecurityContextsAndMoreContainers(t *testing.T) {
+	out, err := RenderChart(context.Background(), repoRoot(t), "--set", "image.repository=r",
+		"--set", "podSecurityContext.seccompProfile.type=RuntimeDefault",
+		"--set", "securityContext.seLinuxOptions.type=spc_t",
+		"--set", "initContainers[0].name=wait,initContainers[0].image=busybox",
+		"--set", "extraContainers[0].name=sidecar,extraContainers[0].image=busybox")
+	assert.NilError(t, err)
+	objs, err := Objects(out)
+	assert.NilError(t, err)
+	ds := byKindAndName(objs)["DaemonSet/per-node-node"]
+	pod, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+	assert.DeepEqual(t, pod["securityContext"], map[string]any{"seccompProfile": map[string]any{"type": "RuntimeDefault"}})
+	sc := pod["containers"].([]any)[0].(map[string]any)["securityContext"].(map[string]any)
+	assert.Equal(t, sc["privileged"], true)
+	assert.Equal(t, sc["readOnlyRootFilesystem"], true)
+	assert.DeepEqual(t, sc["seLinuxOptions"], map[string]any{"type": "spc_t"})
+	names := func(key string) (n []string) {
+		for _, c := range pod[key].([]any) {
+			n = append(n, c.(map[string]any)["name"].(string))
+		}
+		return n
+	}
+	assert.DeepEqual(t, names("initContainers"), []string{"wait"})
+	assert.DeepEqual(t, names("containers"), []string{"driver", "sidecar"})
+
+	for _, set := range []string{"securityContext.privileged=false", "securityContext.readOnlyRootFilesystem=false",
+		"podSecurityContext.runAsNonRoot=true", "extraContainers[0].name=x"} {
+		_, err := RenderChart(context.Background(), repoRoot(t), "--set", "image.repository=r", "--set", set)
+		assert.ErrorContains(t, err, "values don't meet the specifications of the schema", "%s was taken", set)
+	}
+}
+
 // The chart's README lists every value with its default and its comment,
 // generated from values.yaml (UPDATE=1 go test ./e2e/internal/harness -run
 // ChartReadme rewrites it).
