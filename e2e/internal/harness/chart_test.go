@@ -231,6 +231,35 @@ func TestChartSecurityContextsAndMoreContainers(t *testing.T) {
 	}
 }
 
+// networkPolicy (off by default) admits the peers of metricsFrom, on the
+// health and metrics port only; with none, nothing but the node.
+func TestChartNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
+	ctx, repo := context.Background(), repoRoot(t)
+	out, err := RenderChart(ctx, repo, "--set", "image.repository=r")
+	assert.NilError(t, err)
+	assert.Assert(t, !strings.Contains(out, "kind: NetworkPolicy"), "a NetworkPolicy by default")
+
+	out, err = RenderChart(ctx, repo, "--set", "image.repository=r", "--set", "networkPolicy.enabled=true",
+		"--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring")
+	assert.NilError(t, err)
+	objs, err := Objects(out)
+	assert.NilError(t, err)
+	np := byKindAndName(objs)["NetworkPolicy/per-node-node"]
+	assert.Assert(t, np != nil, "no NetworkPolicy with networkPolicy.enabled")
+	ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+	assert.Equal(t, len(ingress), 1)
+	rule := ingress[0].(map[string]any)
+	assert.DeepEqual(t, rule["from"], []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"name": "monitoring"}}}})
+	assert.DeepEqual(t, rule["ports"], []any{map[string]any{"port": "healthz", "protocol": "TCP"}})
+
+	out, err = RenderChart(ctx, repo, "--set", "image.repository=r", "--set", "networkPolicy.enabled=true")
+	assert.NilError(t, err)
+	objs, err = Objects(out)
+	assert.NilError(t, err)
+	ingress, found, _ := unstructured.NestedSlice(byKindAndName(objs)["NetworkPolicy/per-node-node"].Object, "spec", "ingress")
+	assert.Assert(t, found && len(ingress) == 0, "with no metricsFrom, ingress %v: want none", ingress)
+}
+
 // The chart's README lists every value with its default and its comment,
 // generated from values.yaml (UPDATE=1 go test ./e2e/internal/harness -run
 // ChartReadme rewrites it).
