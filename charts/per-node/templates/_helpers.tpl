@@ -64,3 +64,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/*
+Where the alerts' runbooks are: metrics.prometheusRule.runbookURL, or
+docs/runbooks.md in the chart's home (Chart.yaml: the repository's one URL).
+*/}}
+{{- define "per-node.runbooks" -}}
+{{- default (printf "%s/blob/main/docs/runbooks.md" .Chart.Home) .Values.metrics.prometheusRule.runbookURL -}}
+{{- end }}

@@ -6,7 +6,9 @@ package harness
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"gotest.tools/v3/assert"
 	"gotest.tools/v3/golden"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // anImage is the one value the chart requires: the driver image.
@@ -258,6 +261,61 @@ func TestChartNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
 	assert.NilError(t, err)
 	ingress, found, _ := unstructured.NestedSlice(byKindAndName(objs)["NetworkPolicy/per-node-node"].Object, "spec", "ingress")
 	assert.Assert(t, found && len(ingress) == 0, "with no metricsFrom, ingress %v: want none", ingress)
+}
+
+// The project's repository URL is set in one place, Chart.yaml's home: the
+// alerts' runbook links derive from it (or from
+// metrics.prometheusRule.runbookURL), and every other mention (the chart's
+// sources, the image's source label, the kustomize component) is the same.
+func TestTheRepositoryURLIsSetInOnePlace(t *testing.T) {
+	repo := repoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(repo, "charts/per-node/Chart.yaml"))
+	assert.NilError(t, err)
+	var chart struct {
+		Home    string   `json:"home"`
+		Sources []string `json:"sources"`
+	}
+	assert.NilError(t, yaml.Unmarshal(raw, &chart))
+	assert.Assert(t, strings.HasPrefix(chart.Home, "https://"), "Chart.yaml's home %q", chart.Home)
+	assert.DeepEqual(t, chart.Sources, []string{chart.Home})
+	docker, err := os.ReadFile(filepath.Join(repo, "Dockerfile"))
+	assert.NilError(t, err)
+	assert.Assert(t, strings.Contains(string(docker), `org.opencontainers.image.source="`+chart.Home+`"`), "the Dockerfile's source label is not %s", chart.Home)
+
+	out, err := RenderChart(context.Background(), repo, "--set", "image.repository=r", "--set", "metrics.prometheusRule.enabled=true")
+	assert.NilError(t, err)
+	links := regexp.MustCompile(`runbook_url: (\S+)#`).FindAllStringSubmatch(out, -1)
+	assert.Assert(t, len(links) > 0, "no runbook_url rendered")
+	for _, l := range links {
+		assert.Equal(t, l[1], chart.Home+"/blob/main/docs/runbooks.md")
+	}
+	// A fork that changes home alone has its own links.
+	fork := filepath.Join(t.TempDir(), "per-node")
+	assert.NilError(t, exec.Command("cp", "-r", Chart(repo), fork).Run())
+	forked := strings.ReplaceAll(string(raw), chart.Home, "https://example.com/fork/per-node")
+	assert.NilError(t, os.WriteFile(filepath.Join(fork, "Chart.yaml"), []byte(forked), 0o644))
+	out, err = Helm(context.Background(), repo, "template", "per-node", fork, "--set", "image.repository=r", "--set", "metrics.prometheusRule.enabled=true")
+	assert.NilError(t, err)
+	assert.Assert(t, strings.Count(out, "runbook_url: https://example.com/fork/per-node/blob/main/docs/runbooks.md#") == len(links),
+		"the runbook links do not follow Chart.yaml's home")
+	out, err = RenderChart(context.Background(), repo, "--set", "image.repository=r", "--set", "metrics.prometheusRule.enabled=true",
+		"--set", "metrics.prometheusRule.runbookURL=https://wiki.example.com/per-node")
+	assert.NilError(t, err)
+	assert.Assert(t, strings.Count(out, "runbook_url: https://wiki.example.com/per-node#") == len(links), "runbookURL not used by every alert")
+
+	// No file names another repository of the project.
+	files, err := exec.Command("git", "-C", repo, "ls-files", "--cached", "--others", "--exclude-standard").Output()
+	assert.NilError(t, err)
+	other := regexp.MustCompile(`https://github\.com/[\w.-]+/per-node\b`)
+	for _, f := range strings.Fields(string(files)) {
+		b, err := os.ReadFile(filepath.Join(repo, f))
+		if err != nil {
+			continue
+		}
+		for _, m := range other.FindAllString(string(b), -1) {
+			assert.Equal(t, m, chart.Home, "%s names the repository %s; Chart.yaml's home is %s", f, m, chart.Home)
+		}
+	}
 }
 
 // The chart's README lists every value with its default and its comment,
