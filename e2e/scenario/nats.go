@@ -366,13 +366,19 @@ func (r *Run) clientsetLogs(ctx context.Context, pod, container string) (string,
 	return strings.TrimSpace(string(raw)), err
 }
 
-// stepUncordonEveryWorker lets the scheduler use every worker again.
-func stepUncordonEveryWorker(ctx context.Context, r *Run, _ args) error {
+// stepUncordonAllBut lets the scheduler use every worker but node again.
+// A pending pod is placed as soon as one node is uncordoned: uncordoning
+// every worker one after another would let it land on the first, not on
+// the one it prefers.
+func stepUncordonAllBut(ctx context.Context, r *Run, a args) error {
 	ws, err := r.workers(ctx)
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
+		if w.Name == a["node"] {
+			continue
+		}
 		if err := r.cordon(ctx, w.Name, false); err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "cordon {node}", Timeout: 30 * time.Second, run: stepCordon(true)},
 	{Name: "uncordon {node}", Timeout: 30 * time.Second, run: stepCordon(false)},
 	{Name: "cordon every worker without a store pod", Timeout: 30 * time.Second, run: stepCordonFree},
-	{Name: "uncordon every worker", Timeout: 30 * time.Second, run: stepUncordonEveryWorker},
+	{Name: "uncordon every worker but {node}", Timeout: 30 * time.Second, run: stepUncordonAllBut},
 	{Name: "cordon every worker but {node}", Timeout: 30 * time.Second, run: stepCordonAllBut},
 	{Name: "delete pod {pod}", Timeout: 30 * time.Second, run: stepDeletePod},
 	{Name: "pod {pod} is gone", Timeout: 30 * time.Second, run: stepPodGone},
