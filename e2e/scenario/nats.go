@@ -178,17 +178,30 @@ func stepNatsHoldsAll(ctx context.Context, r *Run, a args) error {
 		})
 }
 
+// natsHeld is the stream as one NATS server holds it in its own copy.
+type natsHeld struct {
+	Messages uint64 `json:"messages"`
+	LastSeq  uint64 `json:"last_seq"`
+}
+
+// natsLocal asks the NATS server in pod for its own copy of the stream
+// (its /jsz).
+func (r *Run) natsLocal(ctx context.Context, pod string) (natsHeld, error) {
+	var held natsHeld
+	if err := r.natscheck(ctx, pod, &held, "local", natsStream); err != nil {
+		return held, harness.Unobserved(err)
+	}
+	return held, nil
+}
+
 // natsHolds asks the NATS server in pod for its own copy of the stream
 // (its /jsz): done when it holds every message up to sequence want. The
 // stream's messages are never deleted, so holding as many messages as the
 // highest acknowledged sequence leaves no gap below it.
 func (r *Run) natsHolds(ctx context.Context, pod string, want uint64) (bool, string, error) {
-	var held struct {
-		Messages uint64 `json:"messages"`
-		LastSeq  uint64 `json:"last_seq"`
-	}
-	if err := r.natscheck(ctx, pod, &held, "local", natsStream); err != nil {
-		return false, "", harness.Unobserved(err)
+	held, err := r.natsLocal(ctx, pod)
+	if err != nil {
+		return false, "", err
 	}
 	return held.LastSeq >= want && held.Messages >= want,
 		fmt.Sprintf("acknowledged up to %d; %s holds %d messages up to %d", want, pod, held.Messages, held.LastSeq), nil
@@ -199,25 +212,16 @@ func (r *Run) natsHolds(ctx context.Context, pod string, want uint64) (bool, str
 func stepNatsHoldsNothing(ctx context.Context, r *Run, a args) error {
 	return harness.Until(ctx, "the NATS server on "+a["node"]+" to answer what it holds", deadline(ctx),
 		func(ctx context.Context) (bool, string, error) {
-			pods, err := r.natsPods(ctx)
+			p, err := r.natsPodOn(ctx, a["node"])
 			if err != nil {
 				return false, "", err
 			}
-			i := slices.IndexFunc(pods, func(p corev1.Pod) bool {
-				return p.Spec.NodeName == a["node"] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
-			})
-			if i < 0 {
-				return false, "no running NATS pod on " + a["node"], nil
-			}
-			var held struct {
-				Messages uint64 `json:"messages"`
-				LastSeq  uint64 `json:"last_seq"`
-			}
-			if err := r.natscheck(ctx, pods[i].Name, &held, "local", natsStream); err != nil {
-				return false, err.Error(), nil
+			held, err := r.natsLocal(ctx, p.Name)
+			if err != nil {
+				return false, "", err
 			}
 			if held.Messages > 0 || held.LastSeq > 0 {
-				return false, "", fmt.Errorf("%w: %s holds %d messages up to %d", harness.ErrNotSeen, pods[i].Name, held.Messages, held.LastSeq)
+				return false, "", fmt.Errorf("%w: %s holds %d messages up to %d", harness.ErrNotSeen, p.Name, held.Messages, held.LastSeq)
 			}
 			return true, "", nil
 		})
@@ -309,7 +313,7 @@ type natsAck struct {
 
 // writerLog decodes the last line the writer printed.
 func (r *Run) writerLog(ctx context.Context, out *natsAck) error {
-	raw, err := r.clientsetLogs(ctx, natsWriter, "writer")
+	raw, err := r.podLogs(ctx, natsWriter, "writer")
 	if err != nil {
 		return harness.Unobserved(err)
 	}
@@ -337,7 +341,7 @@ func stepStopNatsWriter(ctx context.Context, r *Run, _ args) error {
 		}
 		switch p.Status.Phase {
 		case corev1.PodFailed:
-			raw, _ := r.clientsetLogs(ctx, natsWriter, "writer")
+			raw, _ := r.podLogs(ctx, natsWriter, "writer")
 			return false, "", fmt.Errorf("%w: the NATS writer failed: %s", harness.ErrNotSeen, raw)
 		case corev1.PodSucceeded:
 			return true, "", r.writerLog(ctx, &ack)
@@ -356,8 +360,8 @@ func stepStopNatsWriter(ctx context.Context, r *Run, _ args) error {
 	return nil
 }
 
-// clientsetLogs is the log of a container, for a report.
-func (r *Run) clientsetLogs(ctx context.Context, pod, container string) (string, error) {
+// podLogs is the log of a container of pod.
+func (r *Run) podLogs(ctx context.Context, pod, container string) (string, error) {
 	cs, err := r.clientset()
 	if err != nil {
 		return "", err
@@ -371,19 +375,7 @@ func (r *Run) clientsetLogs(ctx context.Context, pod, container string) (string,
 // every worker one after another would let it land on the first, not on
 // the one it prefers.
 func stepUncordonAllBut(ctx context.Context, r *Run, a args) error {
-	ws, err := r.workers(ctx)
-	if err != nil {
-		return err
-	}
-	for _, w := range ws {
-		if w.Name == a["node"] {
-			continue
-		}
-		if err := r.cordon(ctx, w.Name, false); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.cordonWorkersBut(ctx, a["node"], false)
 }
 
 // restoredLine is what nats-server logs of a stream it read from its disk.
@@ -398,12 +390,7 @@ func stepNatsRestored(ctx context.Context, r *Run, a args) error {
 			if err != nil {
 				return false, "", err
 			}
-			cs, err := r.clientset()
-			if err != nil {
-				return false, "", err
-			}
-			raw, err := cs.CoreV1().Pods(r.ns()).GetLogs(p.Name, &corev1.PodLogOptions{Container: "nats"}).DoRaw(ctx)
-			logs := string(raw)
+			logs, err := r.podLogs(ctx, p.Name, "nats")
 			if err != nil {
 				return false, "", harness.Unobserved(err)
 			}

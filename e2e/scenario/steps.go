@@ -535,18 +535,23 @@ func stepCordonFree(ctx context.Context, r *Run, _ args) error {
 }
 
 func stepCordonAllBut(ctx context.Context, r *Run, a args) error {
+	return r.cordonWorkersBut(ctx, a["node"], true)
+}
+
+// cordonWorkersBut cordons (or uncordons) every worker but node.
+func (r *Run) cordonWorkersBut(ctx context.Context, node string, unschedulable bool) error {
 	ws, err := r.workers(ctx)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(ws, func(n corev1.Node) bool { return n.Name == a["node"] }) {
-		return fmt.Errorf("%s is not a worker", a["node"])
+	if !slices.ContainsFunc(ws, func(n corev1.Node) bool { return n.Name == node }) {
+		return fmt.Errorf("%s is not a worker", node)
 	}
 	for _, w := range ws {
-		if w.Name == a["node"] {
+		if w.Name == node {
 			continue
 		}
-		if err := r.cordon(ctx, w.Name, true); err != nil {
+		if err := r.cordon(ctx, w.Name, unschedulable); err != nil {
 			return err
 		}
 	}

@@ -304,10 +304,8 @@ func TestTheRepositoryURLIsSetInOnePlace(t *testing.T) {
 	assert.Assert(t, strings.Count(out, "runbook_url: https://wiki.example.com/per-node#") == len(links), "runbookURL not used by every alert")
 
 	// No file names another repository of the project.
-	files, err := exec.Command("git", "-C", repo, "ls-files", "--cached", "--others", "--exclude-standard").Output()
-	assert.NilError(t, err)
 	other := regexp.MustCompile(`https://github\.com/[\w.-]+/per-node\b`)
-	for _, f := range strings.Fields(string(files)) {
+	for _, f := range repoFiles(t, repo) {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		if err != nil {
 			continue

@@ -17,9 +17,7 @@ import (
 // header near its top (Apache-2.0, see LICENSE).
 func TestEverySourceFileHasTheLicenseHeader(t *testing.T) {
 	repo := repoRoot(t)
-	out, err := exec.Command("git", "-C", repo, "ls-files", "--cached", "--others", "--exclude-standard", "*.go", "*.sh", ".ci/run").Output()
-	assert.NilError(t, err)
-	files := strings.Fields(string(out))
+	files := repoFiles(t, repo, "*.go", "*.sh", ".ci/run")
 	assert.Assert(t, len(files) > 50, "git listed only %d source files", len(files))
 	var missing []string
 	for _, f := range files {
@@ -34,4 +32,13 @@ func TestEverySourceFileHasTheLicenseHeader(t *testing.T) {
 		}
 	}
 	assert.Assert(t, len(missing) == 0, "files without the license header (see CONTRIBUTING.md): %v", missing)
+}
+
+// repoFiles lists the files git tracks or would add (those .gitignore does
+// not exclude), matching patterns (every file when none).
+func repoFiles(t *testing.T, repo string, patterns ...string) []string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard"}, patterns...)...).Output()
+	assert.NilError(t, err)
+	return strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
 }

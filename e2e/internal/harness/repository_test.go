@@ -6,7 +6,6 @@ package harness
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,9 +38,7 @@ func isExecutable(b []byte) bool {
 // named store once was).
 func TestNoTrackedFileIsAnExecutable(t *testing.T) {
 	repo := repoRoot(t)
-	out, err := exec.Command("git", "-C", repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
-	assert.NilError(t, err)
-	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	files := repoFiles(t, repo)
 	assert.Assert(t, len(files) > 100, "git listed only %d files", len(files))
 	var binaries []string
 	for _, f := range files {
@@ -91,9 +88,7 @@ func TestChangelogHasEachHeadingOncePerRelease(t *testing.T) {
 // and the upgrade fails.
 func TestNoDocumentUpgradesWithReuseValues(t *testing.T) {
 	repo := repoRoot(t)
-	out, err := exec.Command("git", "-C", repo, "ls-files", "--cached", "--others", "--exclude-standard", "*.md", "*.txt").Output()
-	assert.NilError(t, err)
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range repoFiles(t, repo, "*.md", "*.txt") {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		if os.IsNotExist(err) {
 			continue
