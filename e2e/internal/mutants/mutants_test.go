@@ -173,3 +173,24 @@ func TestTreeMakesABreakOfAManifestInACopy(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, link, filepath.Join(repo, "_out"))
 }
+
+// TestPackagesAreTestedInTheirOwnModule: a package under a directory with
+// a go.mod of its own is run from that module, the rest from the root.
+func TestPackagesAreTestedInTheirOwnModule(t *testing.T) {
+	repo := t.TempDir()
+	for _, d := range []string{"driver/internal/node", "fixtures/nats/natscheck", "fixtures/store"} {
+		assert.NilError(t, os.MkdirAll(filepath.Join(repo, d), 0o755))
+	}
+	for _, m := range []string{"go.mod", "fixtures/nats/go.mod"} {
+		assert.NilError(t, os.WriteFile(filepath.Join(repo, m), []byte("module x\n"), 0o644))
+	}
+	for _, tc := range []struct{ pkg, mod, rel string }{
+		{"./driver/internal/node", ".", "./driver/internal/node"},
+		{"./fixtures/store", ".", "./fixtures/store"},
+		{"./fixtures/nats/natscheck", "fixtures/nats", "./natscheck"},
+		{"./fixtures/nats", "fixtures/nats", "./."},
+	} {
+		mod, rel := moduleOf(repo, tc.pkg)
+		assert.Check(t, mod == tc.mod && rel == tc.rel, "%s: want module %s, package %s; got %s, %s", tc.pkg, tc.mod, tc.rel, mod, rel)
+	}
+}

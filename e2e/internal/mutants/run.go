@@ -60,8 +60,7 @@ func RunUnit(ctx context.Context, repo string, m Mutant, dir string) Result {
 	if !ok {
 		return res
 	}
-	args := append(append([]string{"test"}, w.flags...), "-vet=off", "-count=1", "-timeout="+UnitTimeout.String())
-	out, err := goCommand(ctx, w.dir, append(args, m.Unit...)...)
+	out, err := goTest(ctx, w.dir, w.flags, m.Unit)
 	_ = os.WriteFile(res.Log, out, 0o644)
 	res.Took = time.Since(start)
 	switch {
@@ -88,7 +87,7 @@ func Baseline(ctx context.Context, repo string, ms []Mutant, dir string) error {
 			}
 		}
 	}
-	out, err := goCommand(ctx, repo, append([]string{"test", "-vet=off", "-count=1", "-timeout=" + UnitTimeout.String()}, pkgs...)...)
+	out, err := goTest(ctx, repo, nil, pkgs)
 	if err != nil {
 		log := filepath.Join(dir, "baseline.log")
 		_ = os.WriteFile(log, out, 0o644)
@@ -154,6 +153,50 @@ func prepare(repo string, m Mutant, dir, kind string) (Result, where, bool) {
 		return res, w, false
 	}
 	return res, w, true
+}
+
+// goTest runs go test on pkgs (./paths from repo), each in its own
+// module: a fixture with a go.mod of its own (fixtures/nats) is tested from
+// its module's directory, as make test does. The outputs are joined; the
+// error is the first module's that failed.
+func goTest(ctx context.Context, repo string, flags, pkgs []string) ([]byte, error) {
+	var (
+		mods  []string
+		byMod = map[string][]string{}
+	)
+	for _, p := range pkgs {
+		mod, rel := moduleOf(repo, p)
+		if _, ok := byMod[mod]; !ok {
+			mods = append(mods, mod)
+		}
+		byMod[mod] = append(byMod[mod], rel)
+	}
+	var (
+		all   []byte
+		first error
+	)
+	for _, mod := range mods {
+		args := append(append([]string{"test"}, flags...), "-vet=off", "-count=1", "-timeout="+UnitTimeout.String())
+		out, err := goCommand(ctx, filepath.Join(repo, mod), append(args, byMod[mod]...)...)
+		all = append(all, out...)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return all, first
+}
+
+// moduleOf finds the module that holds the package ./p of repo: the
+// nearest directory at or above it with a go.mod, and p relative to it.
+func moduleOf(repo, p string) (mod, rel string) {
+	dir := filepath.Clean(p)
+	for d := dir; d != "." && d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(repo, d, "go.mod")); err == nil {
+			r, _ := filepath.Rel(d, dir)
+			return d, "./" + filepath.ToSlash(r)
+		}
+	}
+	return ".", p
 }
 
 func goCommand(ctx context.Context, repo string, args ...string) ([]byte, error) {
