@@ -10,11 +10,12 @@
 #                                    `crane push`, `skopeo copy oci-archive:`
 #                                    or `oras cp`)
 #   per-node-driver-VERSION.tar.gz   the host's image (docker load < it), tagged
-#                                    per-node.liken.sh/driver:VERSION
+#                                    with the release's name (below)
 #   per-node-VERSION.cdx.json        the driver's SBOM (CycloneDX: the modules
 #                                    linked into the binary)
 #   install.yaml                     deploy/ rendered with that image
-#   per-node-CHART_VERSION.tgz       the Helm chart, appVersion VERSION
+#   per-node-CHART_VERSION.tgz       the Helm chart, appVersion VERSION: its
+#                                    default image is the release's
 #   SHA256SUMS
 #
 # The arm64 binary is cross-compiled (the image is a static binary on
@@ -23,8 +24,10 @@
 #
 # VERSION defaults to `git describe --tags` (make's VERSION). The chart's
 # version is VERSION without its "v" when VERSION is SemVer, else
-# 0.0.0-VERSION. Push the image to your registry under the same tag, or
-# retag it and set image.repository (Helm) or images: (kustomize).
+# 0.0.0-VERSION. The image's name is the repository the chart's values.yaml
+# names, tagged VERSION (go run ./e2e/cmd/release-image VERSION): the
+# release workflow pushes the OCI archive there. A mirror: push it under
+# your name and set image.repository (Helm) or images: (kustomize).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
@@ -38,7 +41,7 @@ if [[ "$version" =~ ^v?([0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?)$ ]]; then
 else
   chart_version="0.0.0-${version//[^0-9A-Za-z.-]/-}"
 fi
-image="per-node.liken.sh/driver:$version"
+image="$(go run ./e2e/cmd/release-image "$version")"
 out="_out/release/$version"
 rm -rf "$out" && mkdir -p "$out"
 

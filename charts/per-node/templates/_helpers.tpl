@@ -43,7 +43,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The driver image: repository@digest, or repository:tag (appVersion by default). */}}
 {{- define "per-node.image" -}}
-{{- $repo := required "image.repository is required: no public registry holds the driver image; build it (make image), push it to your registry, and set image.repository and image.tag" .Values.image.repository }}
+{{- $repo := required "image.repository is required: the driver image's repository (values.yaml names the one each release is pushed to)" .Values.image.repository }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" $repo .Values.image.digest }}
 {{- else }}

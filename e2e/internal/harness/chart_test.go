@@ -21,9 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// anImage is the one value the chart requires: the driver image.
-var anImage = []string{"--set", "image.repository=per-node.liken.sh/driver"}
-
 // The chart renders as recorded, with its defaults and with every value set
 // (UPDATE: go test ./e2e/internal/harness -run ChartGolden -update).
 func TestChartGolden(t *testing.T) {
@@ -31,7 +28,7 @@ func TestChartGolden(t *testing.T) {
 		golden string
 		flags  []string
 	}{
-		{"chart-default.golden.yaml", anImage},
+		{"chart-default.golden.yaml", nil},
 		{"chart-values.golden.yaml", []string{"--values", "e2e/internal/harness/testdata/chart-values.yaml"}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -47,7 +44,7 @@ func TestChartGolden(t *testing.T) {
 // and the Namespace (Helm installs into one: --create-namespace).
 func TestChartAndDeployRenderTheSameObjects(t *testing.T) {
 	repo := repoRoot(t)
-	manifest, err := RenderChart(context.Background(), repo, anImage...)
+	manifest, err := RenderChart(context.Background(), repo)
 	assert.NilError(t, err)
 	fromChart, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -94,7 +91,7 @@ func TestChartValues(t *testing.T) {
 		assert.Assert(t, strings.HasPrefix(path, "/var/snap/microk8s/common/var/lib/kubelet/") || path == "/var/lib/per-node.liken.sh", "hostPath %q", path)
 	}
 
-	out, err = RenderChart(ctx, repo, append(anImage, "--set", "admissionPolicy.enabled=false", "--set", "admissionPolicy.acknowledgeNoPolicies=true")...)
+	out, err = RenderChart(ctx, repo, "--set", "admissionPolicy.enabled=false", "--set", "admissionPolicy.acknowledgeNoPolicies=true")
 	assert.NilError(t, err)
 	objs, err = Objects(out)
 	assert.NilError(t, err)
@@ -102,7 +99,7 @@ func TestChartValues(t *testing.T) {
 		assert.Assert(t, !strings.HasPrefix(key, "ValidatingAdmissionPolicy"), "rendered %s with the policy off", key)
 	}
 
-	_, err = RenderChart(ctx, repo, append(anImage, "--set", "metrics.serviceMonitor.enabled=true")...)
+	_, err = RenderChart(ctx, repo, "--set", "metrics.serviceMonitor.enabled=true")
 	assert.ErrorContains(t, err, "metrics.serviceMonitor.enabled needs metrics.service.enabled")
 }
 
@@ -155,7 +152,7 @@ func withoutHelmLabels(o *unstructured.Unstructured) map[string]any {
 // one Role that does is in "default" (scenario 20 checks the API server's
 // answers on a cluster).
 func TestTheDriverMayWriteEventsOnlyInDefault(t *testing.T) {
-	manifest, err := RenderChart(context.Background(), repoRoot(t), anImage...)
+	manifest, err := RenderChart(context.Background(), repoRoot(t))
 	assert.NilError(t, err)
 	objs, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -187,7 +184,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"updateStrategy=Recreate", "/updateStrategy"},
 		{"image.pullPolicy=always", "/image/pullPolicy"},
 		{"metrics.serviceMonitor.enable=true", "enable"},
-		{"image.tag=v1", "image.repository is required"},
+		{"image.repository=", "image.repository is required"},
 		{"serviceAccount.create=false", "serviceAccount.name is required"},
 		{"image.repository=r,admissionPolicy.enabled=false", "admissionPolicy.acknowledgeNoPolicies=true"},
 		{"admissionPolicy.acknowledgeNoPolicies=yes", "/admissionPolicy/acknowledgeNoPolicies"},
@@ -347,8 +344,7 @@ func TestChartReadmeIsGeneratedFromValues(t *testing.T) {
 // Helm's own labels.
 func TestMonitoringComponentIsTheCharts(t *testing.T) {
 	repo := repoRoot(t)
-	manifest, err := RenderChart(context.Background(), repo, append(anImage,
-		"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true")...)
+	manifest, err := RenderChart(context.Background(), repo, "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true")
 	assert.NilError(t, err)
 	fromChart, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -388,7 +384,7 @@ func TestTheDriversRolesGrantOnlyWhatItUses(t *testing.T) {
 		"Role/default/per-node-node-events: events create,patch",
 	}
 	repo := repoRoot(t)
-	manifest, err := RenderChart(context.Background(), repo, anImage...)
+	manifest, err := RenderChart(context.Background(), repo)
 	assert.NilError(t, err)
 	fromChart, err := Objects(manifest)
 	assert.NilError(t, err)
@@ -449,10 +445,10 @@ func TestTheFlowSchemaCatchesTheDriversAccount(t *testing.T) {
 		flags []string
 		want  bool
 	}{
-		{"defaults", anImage, true},
-		{"another namespace, account and name", append(slices.Clone(anImage), "--set", "namespaceOverride=storage",
-			"--set", "serviceAccount.name=csi-per-node", "--set", "fullnameOverride=pn"), true},
-		{"turned off", append(slices.Clone(anImage), "--set", "apiPriority.enabled=false"), false},
+		{"defaults", nil, true},
+		{"another namespace, account and name", []string{"--set", "namespaceOverride=storage",
+			"--set", "serviceAccount.name=csi-per-node", "--set", "fullnameOverride=pn"}, true},
+		{"turned off", []string{"--set", "apiPriority.enabled=false"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := RenderChart(ctx, repo, tc.flags...)

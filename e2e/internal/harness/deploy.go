@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,7 +50,7 @@ func RenderKustomization(dir, image string) ([]*unstructured.Unstructured, error
 			return nil, err
 		}
 		if u.GetKind() == "DaemonSet" && image != "" {
-			if err := setImage(u, "per-node.liken.sh/driver", image); err != nil {
+			if err := setImage(u, "driver", image); err != nil {
 				return nil, err
 			}
 		}
@@ -60,8 +59,7 @@ func RenderKustomization(dir, image string) ([]*unstructured.Unstructured, error
 	return out, nil
 }
 
-// setImage sets the image of every container of ds whose image is name
-// (with any tag or digest) to image.
+// setImage sets the image of ds's container named name to image.
 func setImage(ds *unstructured.Unstructured, name, image string) error {
 	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
 	if err != nil {
@@ -69,8 +67,7 @@ func setImage(ds *unstructured.Unstructured, name, image string) error {
 	}
 	for _, c := range containers {
 		m := c.(map[string]any)
-		current, _ := m["image"].(string)
-		if current == name || strings.HasPrefix(current, name+":") || strings.HasPrefix(current, name+"@") {
+		if m["name"] == name {
 			m["image"] = image
 		}
 	}
