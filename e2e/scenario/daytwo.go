@@ -90,11 +90,10 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 	if err := oneDriverPerNode(ds); err != nil {
 		return err
 	}
-	// The upgrade a user runs: helm upgrade to the new image tag (with the
-	// suite's values, and the chart's default maxUnavailable).
-	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, image, harness.SuiteValues...); err != nil {
+	if err := r.documentedUpgrade(ctx, image); err != nil {
 		return err
 	}
+	delete(r.vars, "_older_chart")
 	start := time.Now()
 	err = harness.Until(ctx, "every node to run a ready driver pod of "+image, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var pods corev1.PodList
@@ -119,6 +118,66 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 		r.t.Logf("the driver rolled to %s in %s", image, time.Since(start).Round(100*time.Millisecond))
 	}
 	return err
+}
+
+// documentedUpgrade runs README's upgrade (harness.UpgradeArgs) to image,
+// which must be the running driver's repository under another tag. Helm
+// refusing to render the chart is the documented upgrade broken; any other
+// failure of helm is a failed action.
+func (r *Run) documentedUpgrade(ctx context.Context, image string) error {
+	_, current, err := r.driverDaemonSet(ctx)
+	if err != nil {
+		return err
+	}
+	repository, tag, err := harness.SplitImage(image)
+	if err != nil {
+		return err
+	}
+	if running, _, err := harness.SplitImage(current); err != nil || running != repository {
+		return fmt.Errorf("the upgrade changes the tag only: %s is not a tag of the running %s", image, current)
+	}
+	args := append(harness.UpgradeArgs(harness.Chart(r.env.Repo), tag), "--kubeconfig", r.env.Kubeconfig)
+	_, err = harness.Helm(ctx, r.env.Repo, args...)
+	if err != nil && renderRefused.MatchString(err.Error()) {
+		return fmt.Errorf("%w: expected README's upgrade to roll the driver to %s; seen helm refuse it: %v", harness.ErrNotSeen, image, err)
+	}
+	return err
+}
+
+// renderRefused is how helm says the chart did not render with the values
+// it was given (a template's error, or the values' schema).
+var renderRefused = regexp.MustCompile(`template: |nil pointer evaluating|values don't meet the specifications of the schema`)
+
+// stepInstallOlderChart installs the driver, at its running image and with
+// the suite's values, from the chart as it was before value was added:
+// the release a user upgrades from.
+func stepInstallOlderChart(ctx context.Context, r *Run, a args) error {
+	_, current, err := r.driverDaemonSet(ctx)
+	if err != nil {
+		return err
+	}
+	if r.vars["_driver_image"] == "" {
+		r.vars["_driver_image"] = current
+	}
+	old, err := harness.OlderChart(r.env.Repo, r.t.TempDir(), a["value"])
+	if err != nil {
+		return err
+	}
+	image, err := harness.ImageValues(current)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"upgrade", harness.DriverRelease, old, "--kubeconfig", r.env.Kubeconfig,
+		"-n", harness.DriverNamespace, "--reset-values"}, image...)
+	for _, v := range harness.SuiteValues {
+		args = append(args, "--set", v)
+	}
+	r.vars["_older_chart"] = old
+	if _, err := harness.Helm(ctx, r.env.Repo, args...); err != nil {
+		return err
+	}
+	r.t.Logf("the driver's release is now chart %s (without %s), image %s", old, a["value"], current)
+	return nil
 }
 
 // oneDriverPerNode refuses an update strategy that may start a node's new
@@ -170,14 +229,14 @@ func allOn(pods []corev1.Pod, image string, n int) bool {
 	return true
 }
 
-// restoreDriver rolls the driver back to its image if the scenario left it
-// on another (cleanup).
+// restoreDriver rolls the driver back to its image, and its release to
+// the chart, if the scenario left it on another (cleanup).
 func (r *Run) restoreDriver(ctx context.Context) {
 	want := r.vars["_driver_image"]
 	if want == "" {
 		return
 	}
-	if _, current, err := r.driverDaemonSet(ctx); err == nil && current == want {
+	if _, current, err := r.driverDaemonSet(ctx); err == nil && current == want && r.vars["_older_chart"] == "" {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

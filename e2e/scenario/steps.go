@@ -150,6 +150,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "wait until {writer} has {n} acknowledged writes", Timeout: 3 * time.Minute, run: stepWriterAcked},
 	{Name: "stop {writer} at once, keeping what it acknowledged", Timeout: 30 * time.Second, Defines: true, run: stepStopWriterKeeping},
 	{Name: "stop {writer}: no acknowledged write lost, at least {n} copies served reads at every sample, never {gap} without an acknowledged write", Timeout: 30 * time.Second, run: stepStopWriter},
+	{Name: "install the driver from its chart without the value {value}", Timeout: 2 * time.Minute, run: stepInstallOlderChart},
 	{Name: "roll the driver to a second tag of its image", Timeout: 3 * time.Minute, run: stepRollDriverSecondTag},
 	{Name: "roll the driver back", Timeout: 3 * time.Minute, run: stepRollDriverBack},
 	{Name: "pick the mount of {pod}", Timeout: 30 * time.Second, Defines: true, run: stepPickMount},

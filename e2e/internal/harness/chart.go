@@ -7,18 +7,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -110,14 +113,33 @@ func HelmUpgrade(ctx context.Context, repo, kubeconfig, image string, sets ...st
 	return err
 }
 
+// UpgradeArgs is the upgrade the documents tell a user to run (README,
+// docs/upgrading.md, scenario 26 runs it): chart's release upgraded to the
+// driver image's tag, keeping the values the user set and taking the new
+// chart's defaults for every other (--reuse-values would take the old
+// chart's, and a value the new chart adds would be missing). A tag of
+// digits stays a string (--set-string).
+func UpgradeArgs(chart, tag string) []string {
+	return []string{"upgrade", DriverRelease, chart, "-n", DriverNamespace, "--reset-then-reuse-values", "--set-string", "image.tag=" + tag}
+}
+
 // ImageValues are the helm flags that set the chart's driver image to image
 // (repository:tag). The tag is always a string, also when it is all digits.
 func ImageValues(image string) ([]string, error) {
+	repository, tag, err := SplitImage(image)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--set", "image.repository=" + repository, "--set-string", "image.tag=" + tag}, nil
+}
+
+// SplitImage splits repository:tag.
+func SplitImage(image string) (repository, tag string, err error) {
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {
-		return nil, fmt.Errorf("image %q has no tag", image)
+		return "", "", fmt.Errorf("image %q has no tag", image)
 	}
-	return []string{"--set", "image.repository=" + image[:i], "--set-string", "image.tag=" + image[i+1:]}, nil
+	return image[:i], image[i+1:], nil
 }
 
 // RenderChart renders the chart as release per-node in namespace
@@ -154,4 +176,75 @@ func Objects(manifest string) ([]*unstructured.Unstructured, error) {
 		}
 		out = append(out, u)
 	}
+}
+
+// OlderChart writes into dir a copy of the chart as a release before the
+// one that added value would have shipped it: without value in values.yaml
+// and its schema, and without the templates that read it. It returns the
+// copy's path. Upgrading a release of it to the chart is an upgrade to a
+// chart with one value more, the case --reuse-values gets wrong.
+func OlderChart(repo, dir, value string) (string, error) {
+	old := filepath.Join(dir, "per-node")
+	if err := os.CopyFS(old, os.DirFS(Chart(repo))); err != nil {
+		return "", err
+	}
+	values := filepath.Join(old, "values.yaml")
+	raw, err := os.ReadFile(values)
+	if err != nil {
+		return "", err
+	}
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(raw, &doc); err != nil {
+		return "", fmt.Errorf("%s: %w", values, err)
+	}
+	top := doc.Content[0]
+	i := slices.IndexFunc(top.Content, func(n *yamlv3.Node) bool { return n.Value == value })
+	if i < 0 || i%2 != 0 {
+		return "", fmt.Errorf("the chart has no value %q", value)
+	}
+	top.Content = slices.Delete(top.Content, i, i+2)
+	if raw, err = yamlv3.Marshal(&doc); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(values, raw, 0o644); err != nil {
+		return "", err
+	}
+	if err := dropFromSchema(filepath.Join(old, "values.schema.json"), value); err != nil {
+		return "", err
+	}
+	templates, err := filepath.Glob(filepath.Join(old, "templates", "*"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range templates {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		if strings.Contains(string(b), ".Values."+value) {
+			if err := os.Remove(f); err != nil {
+				return "", err
+			}
+		}
+	}
+	return old, nil
+}
+
+// dropFromSchema removes value from the schema's top-level properties.
+func dropFromSchema(file, value string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if props, ok := schema["properties"].(map[string]any); ok {
+		delete(props, value)
+	}
+	if raw, err = json.MarshalIndent(schema, "", "  "); err != nil {
+		return err
+	}
+	return os.WriteFile(file, raw, 0o644)
 }
