@@ -9,13 +9,15 @@
 #                                    index is named VERSION (push it with
 #                                    `crane push`, `skopeo copy oci-archive:`
 #                                    or `oras cp`)
-#   per-node-driver-VERSION.tar.gz   the host's image (docker load < it), tagged
-#                                    with the release's name (below)
 #   per-node-VERSION.cdx.json        the driver's SBOM (CycloneDX: the modules
 #                                    linked into the binary)
+#   per-node-driver-VERSION.tar.gz   the host's image (docker load < it), tagged
+#                                    with the release's name (below)
 #   install.yaml                     deploy/ rendered with that image
 #   per-node-CHART_VERSION.tgz       the Helm chart, appVersion VERSION: its
 #                                    default image is the release's
+#                                    (these three: release-install.sh, what an
+#                                    operator installs)
 #   SHA256SUMS
 #
 # The arm64 binary is cross-compiled (the image is a static binary on
@@ -36,12 +38,6 @@ if [[ "$version" == *dirty* && -z "${ALLOW_DIRTY:-}" ]]; then
   echo "release: the tree has uncommitted changes ($version); commit them, or ALLOW_DIRTY=1" >&2
   exit 1
 fi
-if [[ "$version" =~ ^v?([0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?)$ ]]; then
-  chart_version="${BASH_REMATCH[1]}"
-else
-  chart_version="0.0.0-${version//[^0-9A-Za-z.-]/-}"
-fi
-image="$(go run ./e2e/cmd/release-image "$version")"
 out="_out/release/$version"
 rm -rf "$out" && mkdir -p "$out"
 
@@ -66,11 +62,8 @@ tar -C "$out/.oci" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c
 (cd e2e/release && go tool cyclonedx-gomod app -json -output "$repo/$out/per-node-$version.cdx.json" -main driver "$repo" 2>/dev/null)
 rm -rf "$out/.oci" "$bins"
 
-make --no-print-directory image IMAGE="$image" VERSION="$version"
-docker save "$image" | gzip > "$out/per-node-driver-$version.tar.gz"
-go run ./e2e/cmd/render-deploy --image "$image" > "$out/install.yaml"
-make --no-print-directory helm
-_out/bin/helm package charts/per-node --version "$chart_version" --app-version "$version" --destination "$out" >/dev/null
+# What an operator installs (scenario 45 installs these very files).
+e2e/host/release-install.sh "$version" "$out"
 (cd "$out" && sha256sum -- * > SHA256SUMS)
 echo "release $version in $out:"
 ls -l "$out" | tail -n +2

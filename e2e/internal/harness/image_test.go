@@ -46,7 +46,7 @@ func TestTheReleaseImageIsNamedInOnePlace(t *testing.T) {
 	assert.DeepEqual(t, images, []string{name + ":" + chart.AppVersion})
 
 	// make release and the workflow ask for the name; neither writes one.
-	for _, f := range []string{"e2e/host/release.sh", ".github/workflows/release.yaml"} {
+	for _, f := range []string{"e2e/host/release-install.sh", ".github/workflows/release.yaml"} {
 		b, err := os.ReadFile(filepath.Join(repo, f))
 		assert.NilError(t, err)
 		assert.Assert(t, strings.Contains(string(b), "go run ./e2e/cmd/release-image"), "%s does not take the image's name from e2e/cmd/release-image", f)
