@@ -56,6 +56,11 @@ func (r *Run) cleanup() {
 		}
 		cancel()
 	}
+	if r.vars["_suite_driver_gone"] != "" {
+		if err := stepReinstallSuiteDriver(ctx, r, nil); err != nil {
+			r.t.Errorf("cleanup: installing the suite's driver again: %v", err)
+		}
+	}
 	r.restoreDriver(ctx)
 	for _, n := range r.lists["_cordoned"] {
 		if err := r.cordon(ctx, n, false); err != nil {

@@ -94,8 +94,14 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 		return err
 	}
 	delete(r.vars, "_older_chart")
+	return r.waitDriverOn(ctx, image, "rolled")
+}
+
+// waitDriverOn waits until every node runs a ready driver pod of image,
+// and never two driver processes on one node; it logs how long it took.
+func (r *Run) waitDriverOn(ctx context.Context, image, how string) error {
 	start := time.Now()
-	err = harness.Until(ctx, "every node to run a ready driver pod of "+image, deadline(ctx), func(ctx context.Context) (bool, string, error) {
+	err := harness.Until(ctx, "every node to run a ready driver pod of "+image, deadline(ctx), func(ctx context.Context) (bool, string, error) {
 		var pods corev1.PodList
 		if err := r.listIn(ctx, driverNamespace, &pods, "app.kubernetes.io/name=per-node", ""); err != nil {
 			return false, "", harness.Unobserved(err)
@@ -115,7 +121,7 @@ func (r *Run) rollDriver(ctx context.Context, image string) error {
 			s.DesiredNumberScheduled, r.driverPodsReport(pods.Items)), nil
 	})
 	if err == nil {
-		r.t.Logf("the driver rolled to %s in %s", image, time.Since(start).Round(100*time.Millisecond))
+		r.t.Logf("the driver %s to %s in %s", how, image, time.Since(start).Round(100*time.Millisecond))
 	}
 	return err
 }
