@@ -121,7 +121,7 @@ func (r *Run) waitDriverOn(ctx context.Context, image, how string) error {
 			s.DesiredNumberScheduled, r.driverPodsReport(pods.Items)), nil
 	})
 	if err == nil {
-		r.t.Logf("the driver %s to %s in %s", how, image, time.Since(start).Round(100*time.Millisecond))
+		r.t.Logf("the driver %s: %s on every node in %s", how, image, time.Since(start).Round(100*time.Millisecond))
 	}
 	return err
 }

@@ -118,10 +118,10 @@ func stepApplyReleaseInstall(ctx context.Context, r *Run, _ args) error {
 		return fmt.Errorf("no release was written in this scenario")
 	}
 	node := r.env.Cluster + "-control-plane"
-	if _, err := harness.Run(ctx, r.env.Repo, "docker", "cp", r.vars["_release_install"], node+":/tmp/install.yaml"); err != nil {
+	if _, err := harness.Run(ctx, r.env.Repo, "docker", "cp", r.vars["_release_install"], node+":/root/install.yaml"); err != nil {
 		return err
 	}
-	if _, err := r.onNode(ctx, node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply", "-f", "/tmp/install.yaml"); err != nil {
+	if _, err := r.onNode(ctx, node, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "apply", "-f", "/root/install.yaml"); err != nil {
 		return err
 	}
 	return r.waitDriverOn(ctx, r.vars["_release_image"], "installed from install.yaml")
