@@ -9,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= per-node.liken.sh/driver:$(VERSION)
 # Runtime base of the driver image (see Dockerfile).
 BASE_IMAGE ?= scratch
-REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+REVISION   ?= $(shell git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown)
 GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 # grpcnotrace leaves out grpc's request tracing (golang.org/x/net/trace): its
 # html/template makes the linker keep every method of every type, which

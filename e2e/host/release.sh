@@ -41,7 +41,7 @@ fi
 out="_out/release/$version"
 rm -rf "$out" && mkdir -p "$out"
 
-revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+revision="$(git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown)"
 # Each architecture through make build (its flags and tags), then the host's
 # again for make image.
 bins="$out/.bin"
