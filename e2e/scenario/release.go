@@ -4,12 +4,16 @@
 package scenario
 
 import (
+	"archive/tar"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,9 +27,20 @@ import (
 // comes back at the end (or in cleanup).
 
 // stepWriteRelease writes the release version's files and loads its image
-// archive on every node of the cluster, under the release's name.
+// archive on every node of the cluster. The archive must name the image
+// the release's name (the chart's image.repository, tagged version); no
+// image of that name is left on a node from before, so a pod of it runs
+// what this archive holds.
 func stepWriteRelease(ctx context.Context, r *Run, a args) error {
 	version := a["version"]
+	repository, err := harness.ReleaseRepository(r.env.Repo)
+	if err != nil {
+		return err
+	}
+	image := repository + ":" + version
+	if err := r.removeImageFromNodes(ctx, image); err != nil {
+		return err
+	}
 	dir := r.t.TempDir()
 	if _, err := harness.Run(ctx, r.env.Repo, "bash", "e2e/host/release-install.sh", version, dir); err != nil {
 		return err
@@ -34,22 +49,82 @@ func stepWriteRelease(ctx context.Context, r *Run, a args) error {
 	if err := gunzip(filepath.Join(dir, "per-node-driver-"+version+".tar.gz"), archive); err != nil {
 		return err
 	}
-	if _, err := harness.Run(ctx, r.env.Repo, "kind", "load", "image-archive", "--name", r.env.Cluster, archive); err != nil {
+	tags, err := archiveTags(archive)
+	if err != nil {
 		return err
 	}
-	repository, err := harness.ReleaseRepository(r.env.Repo)
-	if err != nil {
+	if !slices.Contains(tags, image) {
+		return fmt.Errorf("%w: expected the release's image archive to hold %s (the chart's image.repository, tagged %s); seen %q",
+			harness.ErrNotSeen, image, version, tags)
+	}
+	if _, err := harness.Run(ctx, r.env.Repo, "kind", "load", "image-archive", "--name", r.env.Cluster, archive); err != nil {
 		return err
 	}
 	charts, err := filepath.Glob(filepath.Join(dir, "per-node-*.tgz"))
 	if err != nil || len(charts) != 1 {
 		return fmt.Errorf("the release in %s holds %d charts, want 1", dir, len(charts))
 	}
-	r.vars["_release_image"] = repository + ":" + version
+	install, err := os.ReadFile(filepath.Join(dir, "install.yaml"))
+	if err != nil {
+		return err
+	}
+	r.vars["_release_image"] = image
 	r.vars["_release_install"] = filepath.Join(dir, "install.yaml")
+	// Cleanup runs after the directory is gone: it reads the objects here.
+	r.vars["_release_install_yaml"] = string(install)
 	r.vars["_release_chart"] = charts[0]
-	r.t.Logf("release %s: image %s loaded, %s", version, r.vars["_release_image"], dir)
+	r.t.Logf("release %s: image %s loaded, %s", version, image, dir)
 	return nil
+}
+
+// removeImageFromNodes removes image from every node's containerd, if there.
+func (r *Run) removeImageFromNodes(ctx context.Context, image string) error {
+	var nodes corev1.NodeList
+	if err := r.env.R.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		out, err := r.onNode(ctx, n.Name, "ctr", "-n", "k8s.io", "images", "ls", "-q", "name=="+image)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) == "" {
+			continue
+		}
+		if _, err := r.onNode(ctx, n.Name, "ctr", "-n", "k8s.io", "images", "rm", "--sync", image); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", image, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// archiveTags are the names an image archive (docker save) gives its
+// images.
+func archiveTags(archive string) ([]string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: no manifest.json: %w", archive, err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var manifest []struct{ RepoTags []string }
+		if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+			return nil, fmt.Errorf("%s: manifest.json: %w", archive, err)
+		}
+		var tags []string
+		for _, m := range manifest {
+			tags = append(tags, m.RepoTags...)
+		}
+		return tags, nil
+	}
 }
 
 func gunzip(from, to string) error {
@@ -76,8 +151,8 @@ func gunzip(from, to string) error {
 // stepUninstallDriver uninstalls the driver's Helm release (its CRD and
 // every Copy stay) and waits until no driver pod is left.
 func stepUninstallDriver(ctx context.Context, r *Run, _ args) error {
-	if _, current, err := r.driverDaemonSet(ctx); err == nil && r.vars["_driver_image"] == "" {
-		r.vars["_driver_image"] = current
+	if _, current, err := r.driverDaemonSet(ctx); err == nil && r.vars["_suite_driver_image"] == "" {
+		r.vars["_suite_driver_image"] = current
 	}
 	r.vars["_suite_driver_gone"] = "yes"
 	if _, err := harness.Helm(ctx, r.env.Repo, "uninstall", harness.DriverRelease, "-n", harness.DriverNamespace,
@@ -138,11 +213,11 @@ func stepReinstallSuiteDriver(ctx context.Context, r *Run, _ args) error {
 	if err := r.deleteInstallYAML(ctx); err != nil {
 		return err
 	}
-	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, r.vars["_driver_image"],
+	if err := harness.HelmUpgrade(ctx, r.env.Repo, r.env.Kubeconfig, r.vars["_suite_driver_image"],
 		append(harness.SuiteValues, "maxUnavailable=100%")...); err != nil {
 		return err
 	}
-	if err := r.waitDriverOn(ctx, r.vars["_driver_image"], "installed again"); err != nil {
+	if err := r.waitDriverOn(ctx, r.vars["_suite_driver_image"], "installed again"); err != nil {
 		return err
 	}
 	delete(r.vars, "_suite_driver_gone")
@@ -159,11 +234,7 @@ func (r *Run) deleteInstallYAML(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(r.vars["_release_install"])
-	if err != nil {
-		return err
-	}
-	objs, err := harness.Objects(string(raw))
+	objs, err := harness.Objects(r.vars["_release_install_yaml"])
 	if err != nil {
 		return err
 	}
