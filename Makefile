@@ -61,7 +61,7 @@ test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
 	go mod tidy -modfile=tools.mod -diff || { echo "tools.mod is not tidy: run go mod tidy -modfile=tools.mod" >&2; exit 1; }
-	$(HELM) lint --strict charts/per-node --set image.repository=registry.example.com/per-node
+	$(HELM) lint --strict charts/per-node
 	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
 	go test -count=1 ./...
 	@# Modules of their own: the alerts' tests (Prometheus' packages) and
