@@ -51,12 +51,8 @@ func (r *Run) driverDaemonSet(ctx context.Context) (*appsv1.DaemonSet, string, e
 // stepRollDriverSecondTag tags the driver's image a second time on every
 // node (no registry: containerd's own store) and rolls the DaemonSet to it.
 func stepRollDriverSecondTag(ctx context.Context, r *Run, _ args) error {
-	_, current, err := r.driverDaemonSet(ctx)
-	if err != nil {
+	if _, err := r.noteDriverImage(ctx); err != nil {
 		return err
-	}
-	if r.vars["_driver_image"] == "" {
-		r.vars["_driver_image"] = current
 	}
 	next := r.vars["_driver_image"] + secondTag
 	var nodes corev1.NodeList
@@ -69,6 +65,19 @@ func stepRollDriverSecondTag(ctx context.Context, r *Run, _ args) error {
 		}
 	}
 	return r.rollDriver(ctx, next)
+}
+
+// noteDriverImage returns the running driver's image, and notes the first
+// one a scenario saw as the image to go back to (_driver_image).
+func (r *Run) noteDriverImage(ctx context.Context) (string, error) {
+	_, current, err := r.driverDaemonSet(ctx)
+	if err != nil {
+		return "", err
+	}
+	if r.vars["_driver_image"] == "" {
+		r.vars["_driver_image"] = current
+	}
+	return current, nil
 }
 
 func stepRollDriverBack(ctx context.Context, r *Run, _ args) error {
@@ -158,12 +167,9 @@ var renderRefused = regexp.MustCompile(`template: |nil pointer evaluating|values
 // the suite's values, from the chart as it was before value was added:
 // the release a user upgrades from.
 func stepInstallOlderChart(ctx context.Context, r *Run, a args) error {
-	_, current, err := r.driverDaemonSet(ctx)
+	current, err := r.noteDriverImage(ctx)
 	if err != nil {
 		return err
-	}
-	if r.vars["_driver_image"] == "" {
-		r.vars["_driver_image"] = current
 	}
 	old, err := harness.OlderChart(r.env.Repo, r.t.TempDir(), a["value"])
 	if err != nil {
