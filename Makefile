@@ -56,14 +56,17 @@ build-nats: ## Build NATS (nats-server, from fixtures/nats/go.mod) and natscheck
 	cd fixtures/nats && CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags '-s -w' -o ../../bin/ github.com/nats-io/nats-server/v2 ./natscheck
 
 .PHONY: test
-test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests, chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests, the release's image checks (real bind mounts: run as root).
+test: helm ## gofmt, vet, go.mod tidy, helm lint, unit tests (the driver's under -race), chart golden files, csi-sanity, fuzz seeds, the alerts' rule tests, the release's image checks (real bind mounts: run as root).
 	@unformatted="$$(gofmt -l driver e2e fixtures)"; if [[ -n "$$unformatted" ]]; then echo "gofmt -w these files: $$unformatted" >&2; exit 1; fi
 	go vet ./...
 	go mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy" >&2; exit 1; }
 	go mod tidy -modfile=tools.mod -diff || { echo "tools.mod is not tidy: run go mod tidy -modfile=tools.mod" >&2; exit 1; }
 	$(HELM) lint --strict charts/per-node
 	$(HELM) lint --strict charts/per-node --values e2e/internal/harness/testdata/chart-values.yaml
-	go test -count=1 ./...
+	@# The driver's packages under the race detector (it needs cgo): a
+	@# publish and the reclaim controller share caches across goroutines.
+	go test -count=1 $$(go list ./... | grep -v '^liken.sh/per-node/driver')
+	CGO_ENABLED=1 go test -race -count=1 ./driver/...
 	@# Modules of their own: the alerts' tests (Prometheus' packages) and
 	@# make release's OCI image writer (go-containerregistry), the NATS example's natscheck.
 	for m in e2e/alerts e2e/release fixtures/nats; do (cd $$m && go mod tidy -diff && go vet ./... && go test -count=1 ./...) || exit 1; done

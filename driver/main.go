@@ -214,7 +214,10 @@ func run(ctx context.Context, o options) error {
 		}()
 	}
 	if !o.standalone {
-		ctl := reclaim.NewController(c.reclaim, c.reclaimCopies, c.meta, o.nodeID, srv, m)
+		ctl, err := reclaim.NewController(c.reclaim, c.reclaimCopies, c.meta, o.nodeID, srv, m)
+		if err != nil {
+			return fmt.Errorf("start the reclaim controller: %w", err)
+		}
 		ctl.ForgetGoneAfter(o.forgetGoneAfter)
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {

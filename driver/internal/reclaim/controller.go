@@ -88,14 +88,19 @@ type Controller struct {
 	// gone times the records of missing nodes on the live PVs this node
 	// holds.
 	gone *goneClock
-	// synced is set once the caches have synced (and pvs is set).
+	// nodeInformer and copyInformer are made with the controller and
+	// started by Run: publish reads their caches (through the Tracker) from
+	// the moment the controller exists, so no field it reads is written
+	// after NewController returns.
+	nodeInformer, copyInformer cache.SharedIndexInformer
+	// synced is set once the caches have synced.
 	synced atomic.Bool
 }
 
-// NewController returns the controller of node. meta watches Nodes as
-// metadata only. m (may be nil) counts removals, and is given the records
-// this node holds to report.
-func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) *Controller {
+// NewController returns the controller of node, its informers made (Run
+// starts them). meta watches Nodes as metadata only. m (may be nil) counts
+// removals, and is given the records this node holds to report.
+func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) (*Controller, error) {
 	c := &Controller{client: client, copies: copyClient, meta: meta, node: node, disk: copies, metrics: m,
 		tracker: NewTracker(client, copyClient, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
 		watches: newHeldPVs(client, resync),
@@ -106,8 +111,42 @@ func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta m
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "reclaim"})}
 	c.held = c.watches
 	c.tracker.owner = c.OwnNodeUID
+	onPV := func(obj any) {
+		if name := objectName(obj); name != "" {
+			c.queue.Add(name)
+		}
+	}
+	c.watches.handlers = []cache.ResourceEventHandler{c.metrics.Receiving("persistentvolumes"), cache.ResourceEventHandlerFuncs{
+		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) }, DeleteFunc: onPV, // a copy whose PV went without our record
+	}}
+	var err error
+	if c.nodeInformer, err = c.ownNode(); err != nil {
+		return nil, err
+	}
+	if c.copyInformer, err = c.ownCopies(); err != nil {
+		return nil, err
+	}
 	m.Register(recordsCollector{c})
-	return c
+	return c, nil
+}
+
+// ownNode is the informer of this node's own Node only: whether it is
+// registered decides re-recording. Other Nodes are asked about, only when
+// a PV being deleted records them (forgetGoneNodes): a watch of every Node
+// would send every kubelet's status report to every driver, N² at rest.
+func (c *Controller) ownNode() (cache.SharedIndexInformer, error) {
+	inf := kube.MetadataInformer(c.meta, nodesResource, resync, func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + c.node
+	})
+	if err := inf.SetTransform(lean); err != nil {
+		return nil, err
+	}
+	c.nodes = cache.NewGenericLister(inf.GetIndexer(), nodesResource.GroupResource())
+	if _, err := inf.AddEventHandler(c.metrics.Receiving("nodes")); err != nil {
+		return nil, err
+	}
+	_, err := inf.AddEventHandler(c.nodeEvents())
+	return inf, err
 }
 
 // DefaultForgetGoneAfter is how long a node's Node object has been missing
@@ -122,38 +161,9 @@ func (c *Controller) ForgetGoneAfter(d time.Duration) { c.gone = newGoneClock(d)
 // Run reconciles until ctx ends. It returns an error if its caches never
 // sync.
 func (c *Controller) Run(ctx context.Context) error {
-	onPV := func(obj any) {
-		if name := objectName(obj); name != "" {
-			c.queue.Add(name)
-		}
-	}
-	c.watches.handlers = []cache.ResourceEventHandler{c.metrics.Receiving("persistentvolumes"), cache.ResourceEventHandlerFuncs{
-		AddFunc: onPV, UpdateFunc: func(_, n any) { onPV(n) }, DeleteFunc: onPV, // a copy whose PV went without our record
-	}}
 	c.watches.start(ctx)
 	defer c.watches.wait()
-	// This node's own Node only: whether it is registered decides
-	// re-recording. Other Nodes are asked about, only when a PV being
-	// deleted records them (forgetGoneNodes): a watch of every Node would
-	// send every kubelet's status report to every driver, N² at rest.
-	nodeInformer := kube.MetadataInformer(c.meta, nodesResource, resync, func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + c.node
-	})
-	if err := nodeInformer.SetTransform(lean); err != nil {
-		return err
-	}
-	c.nodes = cache.NewGenericLister(nodeInformer.GetIndexer(), nodesResource.GroupResource())
-	if _, err := nodeInformer.AddEventHandler(c.metrics.Receiving("nodes")); err != nil {
-		return err
-	}
-	if _, err := nodeInformer.AddEventHandler(c.nodeEvents()); err != nil {
-		return err
-	}
-	copyInformer, err := c.ownCopies()
-	if err != nil {
-		return err
-	}
-	stop, err := kube.Start(ctx, nodeInformer, copyInformer)
+	stop, err := kube.Start(ctx, c.nodeInformer, c.copyInformer)
 	defer stop()
 	if err != nil {
 		return fmt.Errorf("watch this node's Node and Copies: %w", err)
@@ -197,18 +207,24 @@ func (c *Controller) ownCopies() (cache.SharedIndexInformer, error) {
 	if _, err := inf.AddEventHandler(c.metrics.Receiving("copies")); err != nil {
 		return nil, err
 	}
-	onCopy := func(obj any) {
-		if cp, ok := obj.(*copyapi.Copy); ok && cp.Spec.Node == c.node {
-			c.queue.Add(cp.Spec.Volume)
-		} else if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			if cp, ok := d.Obj.(*copyapi.Copy); ok {
-				c.queue.Add(cp.Spec.Volume)
-			}
-		}
-	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onCopy, UpdateFunc: func(_, n any) { onCopy(n) }, DeleteFunc: onCopy})
+		AddFunc: c.copyEvent, UpdateFunc: func(_, n any) { c.copyEvent(n) }, DeleteFunc: c.copyEvent})
 	return inf, err
+}
+
+// copyEvent is what a change to one of this node's Copies does: it queues
+// its volume, and the Tracker stops answering from what it created, since
+// the view has now seen that Copy (or seen it go).
+func (c *Controller) copyEvent(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	cp, ok := obj.(*copyapi.Copy)
+	if !ok || cp.Spec.Node != c.node {
+		return
+	}
+	c.tracker.seenCopy(cp)
+	c.queue.Add(cp.Spec.Volume)
 }
 
 // nodeEvents are what this node's Node's events do: its arrival,

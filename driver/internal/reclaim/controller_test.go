@@ -131,11 +131,20 @@ func newController(t *testing.T, self string, copies *fakeCopies, nodes []string
 		}
 	}
 	meta := metadatafake.NewSimpleMetadataClient(scheme, nodeObjs...)
-	ctl := NewController(fakePVs{w.client.CoreV1().PersistentVolumes()}, w.copies, meta, self, copies, nil)
+	ctl, err := NewController(fakePVs{w.client.CoreV1().PersistentVolumes()}, w.copies, meta, self, copies, nil)
+	assert.NilError(t, err)
 	ctl.held = view
 	ctl.nodes = cache.NewGenericLister(nodeIndex, nodesResource.GroupResource())
 	ctl.own = ownIndex(t, self, cs...)
 	return testController{Controller: ctl, world: w, meta: meta}
+}
+
+// live makes the controller read its own informers' caches again (Run
+// fills them), in place of the fixed views newController gave it.
+func (tc testController) live() testController {
+	tc.own = tc.copyInformer.GetIndexer()
+	tc.nodes = cache.NewGenericLister(tc.nodeInformer.GetIndexer(), nodesResource.GroupResource())
+	return tc
 }
 
 // ownIndex is the controller's index of self's Copies, holding those of cs.
@@ -633,6 +642,7 @@ func TestTheControllerWatchesOnlyItsOwnNode(t *testing.T) {
 	ctl := newController(t, me, copies, []string{me, "other"}, recorded(pv("v", "u"), "other"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	ctl.live()
 	go func() { done <- ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); assert.NilError(t, <-done) })
 	poll.WaitOn(t, func(poll.LogT) poll.Result {
@@ -686,6 +696,7 @@ func TestRunEmptiesWhatACrashLeftInTheTrash(t *testing.T) {
 	ctl := newController(t, me, copies, []string{me})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	ctl.live()
 	go func() { done <- ctl.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -790,6 +801,86 @@ func TestThisNodesCopyComesToBeOwnedByItsNode(t *testing.T) {
 			cs := ctl.allCopies(t)
 			assert.Equal(t, len(cs), 1, "Copies: %v", cs)
 			assert.Assert(t, cs[0].OwnedBy(tc.nodeUID), "this node's Copy is owned by %v, want its Node %s", cs[0].OwnerReferences, tc.nodeUID)
+		})
+	}
+}
+
+// A publish may ask the controller about this node's Node and Copies (the
+// Tracker consults it) from the moment main hands it over, while Run is
+// still starting: nothing Run does may write what those reads read. Under
+// go test -race (make test), a Run that sets up its views after
+// NewController returns is reported here.
+func TestPublishMayAskTheControllerWhileItStarts(t *testing.T) {
+	ctl := newController(t, me, &fakeCopies{uids: map[string]string{}}, []string{me}, recorded(pv("v", "u"), me)).live()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	asked := make(chan int, 1)
+	go func() {
+		n := 0
+		for !ctl.synced.Load() {
+			_ = ctl.OwnNodeUID()
+			_, _ = ctl.OwnCopy("v", "u")
+			n++
+		}
+		asked <- n
+	}()
+	go func() { done <- ctl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); assert.NilError(t, <-done) })
+	select {
+	case n := <-asked:
+		assert.Assert(t, n > 0, "the publish side never asked before the caches synced")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller's caches did not sync in 10 s")
+	}
+}
+
+// This node's Copy goes without its copy (its Node deleted and registered
+// again, so the garbage collector deletes what the old Node owned; or
+// kubectl delete copy), any number of times with no restart between: each
+// time the node records itself again, owned by its Node as it is now.
+func TestEveryLossOfThisNodesCopyIsRecordedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// uids are this node's Node's UID at each loss ("" keeps it).
+		uids []types.UID
+		// missed: the informer's events of the deletions are not seen (a
+		// delete and create again within its lag).
+		missed bool
+	}{
+		{"registered again twice", []types.UID{"uid-of-" + me + "-again-1", "uid-of-" + me + "-again-2"}, false},
+		{"registered again twice, the deletions' events missed", []types.UID{"uid-of-" + me + "-again-1", "uid-of-" + me + "-again-2"}, true},
+		{"registered again, then its Copy deleted by hand", []types.UID{"uid-of-" + me + "-again-1", ""}, false},
+		{"its Copy deleted by hand twice", []types.UID{"", ""}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := newController(t, me, &fakeCopies{uids: map[string]string{"store": "u1"}}, []string{me}, pv("store", "u1", pvProtection, owned(me)))
+			ctl.synced.Store(true)
+			nodeUID := types.UID("uid-of-" + me)
+			for i, uid := range tc.uids {
+				if uid != "" {
+					nodeUID = uid
+					again := nodeMeta(me)
+					again.UID = uid
+					idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+					assert.NilError(t, idx.Add(again))
+					ctl.nodes = cache.NewGenericLister(idx, nodesResource.GroupResource())
+				}
+				for _, c := range ctl.allCopies(t) { // the collector, or kubectl delete copy
+					assert.NilError(t, ctl.world.copies.Delete(context.Background(), c.Name, metav1.DeleteOptions{}))
+					if !tc.missed {
+						ctl.copyEvent(&c) // as the informer tells of it
+					}
+				}
+				ctl.refreshOwn(t)
+				for range 2 { // the new Copy's event brings the PV back
+					ctl.queue.Add("store")
+					assert.DeepEqual(t, ctl.syncAll(t), map[string]error{})
+					ctl.refreshOwn(t)
+				}
+				cs := ctl.allCopies(t)
+				assert.Equal(t, len(cs), 1, "after loss %d, this node's Copies: %v", i+1, cs)
+				assert.Assert(t, cs[0].OwnedBy(nodeUID), "after loss %d, this node's Copy is owned by %v, want its Node %s", i+1, cs[0].OwnerReferences, nodeUID)
+			}
 		})
 	}
 }

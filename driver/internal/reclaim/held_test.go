@@ -49,6 +49,7 @@ func TestTheControllerWatchesOnlyThePVsItHolds(t *testing.T) {
 	ctl.held = ctl.watches
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	ctl.live()
 	go func() { done <- ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); assert.NilError(t, <-done) })
 	poll.WaitOn(t, func(poll.LogT) poll.Result {

@@ -612,3 +612,20 @@ func TestARecordIsMadeOnceWhileTheViewLags(t *testing.T) {
 	}
 	assert.Equal(t, len(w.allCopies(t)), 1, "Copies: %v", w.allCopies(t))
 }
+
+// A publish that writes nothing decides from a fresh read, never from the
+// caches alone: with the PV's deletion begun on the API server, and the
+// caches a moment behind (they show the PV live and recorded, this node's
+// new Copy not yet), a second publish is refused.
+func TestAPublishThatWritesNothingReadsThePVFresh(t *testing.T) {
+	w := newWorld(pv("store", "uid-1", rec("worker-b")))
+	tr := w.tracker(me)
+	tr.Consult(seen(pv("store", "uid-1", rec("worker-b")))) // synced, and never shows this node's Copy
+	_, err := tr.Record(context.Background(), "store")
+	assert.NilError(t, err)
+	now := getPVT(t, w.client, "store")
+	_, err = w.client.CoreV1().PersistentVolumes().Update(context.Background(), deleting(now), metav1.UpdateOptions{})
+	assert.NilError(t, err)
+	uid, err := tr.Record(context.Background(), "store")
+	assert.Assert(t, errors.Is(err, ErrDeleting), "a publish of a PV being deleted: want %v, got uid %q, err %v", ErrDeleting, uid, err)
+}

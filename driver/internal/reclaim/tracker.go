@@ -89,7 +89,8 @@ type Tracker struct {
 	cache Cache
 	// own, if set, is this node's Copies as last seen.
 	own OwnCopies
-	// created holds the Copies this tracker created until own shows them.
+	// created holds the Copies this tracker created until own shows them
+	// (createdTrust at most; see hasCopy).
 	created *lru.Cache
 	// owner, if set, is the UID of this node's Node object ("" while it is
 	// not known): the owner of every Copy the tracker creates.
@@ -187,20 +188,25 @@ func (t *Tracker) Record(ctx context.Context, handle string) (string, error) {
 	return uid, err
 }
 
-// record is Record, also saying whether it had to write the record.
+// record is Record, also saying whether it had to write the record. What
+// it decides without writing is decided on a fresh read of the PV: a PV
+// taken from the cache and found recorded is read again, and checked again.
 func (t *Tracker) record(ctx context.Context, handle string) (uid string, wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, APITimeout)
 	defer cancel()
 	fresh := false
 	err = onConflict(func() error {
-		pv, err := t.read(ctx, handle, fresh)
-		fresh = true // a retry reads the PV again
-		if err != nil {
-			return err
+		for {
+			pv, cached, err := t.read(ctx, handle, fresh)
+			fresh = true // a retry reads the PV again
+			if err != nil {
+				return err
+			}
+			uid = string(pv.UID)
+			if wrote, err = t.recordOn(ctx, pv); err != nil || wrote || !cached {
+				return err
+			}
 		}
-		uid = string(pv.UID)
-		wrote, err = t.recordOn(ctx, pv)
-		return err
 	})
 	if err != nil {
 		return "", false, err
@@ -209,32 +215,31 @@ func (t *Tracker) record(ctx context.Context, handle string) (uid string, wrote 
 }
 
 // read is the PV of handle, checked: a per-node volume of that name, not
-// being deleted. Unless fresh, it is the cache's if the cache shows such a
-// PV that does not record this node yet: the one case where the read can
-// be saved, since what is written next is checked against the API
-// server's answer. A PV that records this node is read fresh: nothing is
+// being deleted, and whether it is the cache's. Unless fresh, it is the
+// cache's if the cache shows such a PV that does not record this node yet:
+// the one case where the read can be saved, since what is written next is
+// checked against the API server's answer (and record reads again when
+// nothing was written after all). A PV that records this node is read fresh: nothing is
 // written, and the read is what confirms it is not being deleted.
-func (t *Tracker) read(ctx context.Context, handle string, fresh bool) (*corev1.PersistentVolume, error) {
-	var pv *corev1.PersistentVolume
+func (t *Tracker) read(ctx context.Context, handle string, fresh bool) (pv *corev1.PersistentVolume, cached bool, err error) {
 	if t.cache != nil && !fresh {
 		if seen, ok := t.cache.Cached(handle); ok && CheckOurs(seen, handle) == nil && seen.DeletionTimestamp == nil && !t.recordedIn(seen) {
-			pv = seen
+			pv, cached = seen, true
 		}
 	}
 	if pv == nil {
-		var err error
 		if pv, err = getPV(ctx, t.pvs, handle); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	t.uids.set(handle, pv.UID)
 	if err := CheckOurs(pv, handle); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if pv.DeletionTimestamp != nil {
-		return nil, ErrDeleting
+		return nil, false, ErrDeleting
 	}
-	return pv, nil
+	return pv, cached, nil
 }
 
 // recordOn makes sure this node's Copy of pv exists and pv carries
@@ -260,7 +265,7 @@ func (t *Tracker) recordOn(ctx context.Context, pv *corev1.PersistentVolume) (bo
 		if made, err = createCopy(ctx, t.copies, pv, t.node, owner); err != nil {
 			return false, err
 		}
-		t.created.Add(ownKey(pv.Name, string(pv.UID)), made)
+		t.created.Add(ownKey(pv.Name, string(pv.UID)), createdCopy{made, time.Now()})
 	}
 	now := pv
 	switch {
@@ -310,9 +315,45 @@ func (t *Tracker) undo(ctx context.Context, made *copyapi.Copy) {
 	}
 }
 
-// hasCopy says whether this node's Copy of pv exists: one this tracker
-// created, or one the view of this node's Copies shows; before that view
-// has synced, a fresh list decides.
+// createdTrust is how long a Copy this tracker created answers for itself
+// while the view of this node's Copies has not shown it: the informer's lag
+// is well under a second, and a Copy deleted in that time (its Node deleted
+// and registered again, kubectl delete copy) must not be taken as there.
+const createdTrust = 30 * time.Second
+
+// createdCopy is a Copy this tracker created, and when.
+type createdCopy struct {
+	copy *copyapi.Copy
+	at   time.Time
+}
+
+// seenCopy tells the tracker that the view of this node's Copies has seen
+// c's volume's Copy change (created, updated or deleted): from then on the
+// view, not what this tracker created, answers for it.
+func (t *Tracker) seenCopy(c *copyapi.Copy) {
+	t.created.Remove(ownKey(c.Spec.Volume, c.Spec.VolumeUID))
+}
+
+// justCreated says whether this tracker created this node's Copy of the PV
+// of key in the last createdTrust, owned by this node's Node as it is now,
+// and the view has not seen that Copy change since.
+func (t *Tracker) justCreated(key string) bool {
+	v, ok := t.created.Get(key)
+	if !ok {
+		return false
+	}
+	made := v.(createdCopy)
+	if time.Since(made.at) < createdTrust && t.fits(made.copy) {
+		return true
+	}
+	t.created.Remove(key)
+	return false
+}
+
+// hasCopy says whether this node's Copy of pv exists: one the view of this
+// node's Copies shows, or one this tracker just created that the view does
+// not show yet (justCreated); before that view has synced, a fresh list
+// decides.
 func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
 	key := ownKey(pv.Name, string(pv.UID))
 	if t.own != nil {
@@ -321,13 +362,13 @@ func (t *Tracker) hasCopy(ctx context.Context, pv *corev1.PersistentVolume) (boo
 			t.created.Remove(key) // the view has it now
 			return true, nil
 		}
-		if _, ok := t.created.Get(key); ok {
+		if t.justCreated(key) {
 			return true, nil
 		}
 		if synced || c != nil {
 			return false, nil // none, or not owned by this node's Node: one is made
 		}
-	} else if _, ok := t.created.Get(key); ok {
+	} else if t.justCreated(key) {
 		return true, nil
 	}
 	cs, err := copiesOf(ctx, t.copies, pv.Name, string(pv.UID))

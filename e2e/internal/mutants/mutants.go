@@ -56,6 +56,9 @@ type Mutant struct {
 	Scenarios []string `json:"scenarios,omitempty"`
 	// Why explains an empty Scenarios.
 	Why string `json:"why,omitempty"`
+	// Race runs its unit tests under the race detector (as make test runs
+	// the driver's): a break that makes a data race.
+	Race bool `json:"race,omitempty"`
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,7 +61,11 @@ func RunUnit(ctx context.Context, repo string, m Mutant, dir string) Result {
 	if !ok {
 		return res
 	}
-	out, err := goTest(ctx, w.dir, w.flags, m.Unit)
+	flags := w.flags
+	if m.Race {
+		flags = append(slices.Clone(flags), "-race")
+	}
+	out, err := goTest(ctx, w.dir, flags, m.Unit)
 	_ = os.WriteFile(res.Log, out, 0o644)
 	res.Took = time.Since(start)
 	switch {
@@ -202,6 +207,9 @@ func moduleOf(repo, p string) (mod, rel string) {
 func goCommand(ctx context.Context, repo string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repo
+	if slices.Contains(args, "-race") {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1") // the race detector needs cgo
+	}
 	return cmd.CombinedOutput()
 }
 
