@@ -5,11 +5,14 @@
 // over HTTP to whoever reaches the port: kubelet's probes, the scraper, and
 // any pod of the cluster that no NetworkPolicy keeps out. Every phase of a
 // connection has a timeout, and at most MaxConns connections are kept: a
-// new one takes the place of an idle one, so a flood of connections left
-// open holds a bounded amount of memory and kubelet's probes are answered.
+// new one always takes the place of another (idle first, then the oldest
+// that has sent no whole request), so a flood of connections, silent or
+// left open, holds a bounded amount of memory and kubelet's probes are
+// answered throughout.
 package healthserver
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -38,52 +41,94 @@ func New(address string, handler http.Handler) *http.Server {
 }
 
 func newServer(address string, handler http.Handler, idle time.Duration, maxConns int) *http.Server {
-	l := &limit{max: maxConns, conns: map[net.Conn]http.ConnState{}}
+	l := &limit{max: maxConns, conns: map[net.Conn]*kept{}}
 	return &http.Server{
-		Addr: address, Handler: handler, ConnState: l.track,
+		Addr: address, Handler: l.serving(handler), ConnState: l.track,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
 		WriteTimeout: writeTimeout, IdleTimeout: idle,
 	}
 }
 
-// limit keeps at most max connections: a new one past it closes an idle
-// one, or is itself closed when every kept connection is busy (each busy
-// one ends within the timeouts).
+// limit keeps at most max connections. A new one past it takes the place
+// of another, so that no flood can keep a new connection out: an idle
+// one, else the oldest that has not reached a handler (it has sent
+// nothing, or not a whole request), else the oldest being answered.
+// kubelet's probe sends its request as it connects and is answered in
+// microseconds, so a flood would have to open max connections in that
+// time to shed it.
 type limit struct {
 	mu    sync.Mutex
 	max   int
-	conns map[net.Conn]http.ConnState
+	conns map[net.Conn]*kept
 }
+
+// kept is what limit knows of a connection it keeps.
+type kept struct {
+	state    http.ConnState
+	since    time.Time // when it was accepted
+	handling bool      // a handler is answering it
+}
+
+// connKey is the context key of a request's connection (ConnContext).
+type connKey struct{}
 
 func (l *limit) track(c net.Conn, st http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch st {
 	case http.StateNew:
-		if len(l.conns) >= l.max && !l.closeIdle() {
-			_ = c.Close()
-			return
+		if len(l.conns) >= l.max {
+			l.shed()
 		}
-		l.conns[c] = st
+		l.conns[c] = &kept{state: st, since: time.Now()}
 	case http.StateActive, http.StateIdle:
-		if _, kept := l.conns[c]; kept {
-			l.conns[c] = st
+		if k, ok := l.conns[c]; ok {
+			k.state = st
 		}
 	case http.StateHijacked, http.StateClosed:
 		delete(l.conns, c)
 	}
 }
 
-// closeIdle closes one idle connection; false when none is idle.
-func (l *limit) closeIdle() bool {
-	for c, st := range l.conns {
-		if st == http.StateIdle {
-			_ = c.Close()
-			delete(l.conns, c)
-			return true
+// shed closes the connection a new one replaces (see limit).
+func (l *limit) shed() {
+	var victim net.Conn
+	var rank int
+	var since time.Time
+	for c, k := range l.conns {
+		r := 2 // being answered
+		switch {
+		case k.state == http.StateIdle:
+			r = 0
+		case !k.handling:
+			r = 1
+		}
+		if victim == nil || r < rank || r == rank && k.since.Before(since) {
+			victim, rank, since = c, r, k.since
 		}
 	}
-	return false
+	if victim != nil {
+		_ = victim.Close()
+		delete(l.conns, victim)
+	}
+}
+
+// serving marks, around h, the connection whose request h answers.
+func (l *limit) serving(h http.Handler) http.Handler {
+	mark := func(r *http.Request, on bool) {
+		c, _ := r.Context().Value(connKey{}).(net.Conn)
+		l.mu.Lock()
+		if k, ok := l.conns[c]; ok {
+			k.handling = on
+		}
+		l.mu.Unlock()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mark(r, true)
+		defer mark(r, false)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Start serves h in the background until it is closed.

@@ -113,3 +113,38 @@ func TestIdleAndSlowConnectionsAreClosed(t *testing.T) {
 	_, err = io.ReadAll(slow)
 	assert.NilError(t, err, "a request whose header never ends is closed after %s", readHeaderTimeout)
 }
+
+// A flood of connections that send nothing, or a request's first byte and
+// no more, cannot fill the bound: each is "new" or unfinished until its
+// header timeout, and a pod that dials faster than MaxConns per timeout
+// would otherwise hold every slot and have kubelet's probes closed at
+// accept (kubelet then restarts the driver into the same flood). The
+// probe is answered throughout, and the server keeps at most MaxConns.
+func TestASilentFloodCannotLockOutTheProbes(t *testing.T) {
+	addr := serve(t)
+	before := runtime.NumGoroutine()
+	const flood = 1000
+	conns := make([]net.Conn, 0, flood)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	for i := range flood {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		assert.NilError(t, err)
+		if i%2 == 1 {
+			_, _ = io.WriteString(c, "G") // a request begun, never finished
+		}
+		conns = append(conns, c)
+		if i%50 == 49 {
+			assert.NilError(t, probe(addr), "kubelet's probe after %d silent connections", i+1)
+		}
+	}
+	poll.WaitOn(t, func(poll.LogT) poll.Result {
+		if held := runtime.NumGoroutine() - before; held > MaxConns+10 {
+			return poll.Continue("%d goroutines more than before the flood of %d silent connections; the bound is %d connections", held, flood, MaxConns)
+		}
+		return poll.Success()
+	}, poll.WithTimeout(10*time.Second), poll.WithDelay(50*time.Millisecond))
+}

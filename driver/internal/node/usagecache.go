@@ -60,11 +60,12 @@ type usageCache struct {
 	m      map[string]measured
 }
 
-// measured is a copy's last measurement: its usage, or why it gave up.
+// measured is a copy's last measurement: its usage, or why it gave up or
+// failed (then the usage measured before, if any, with no error).
 type measured struct {
 	at   time.Time
 	used tree.Used
-	err  error // a *tree.LimitError
+	err  error // a *tree.LimitError, or why the walk failed
 }
 
 func newUsageCache(ttl time.Duration) *usageCache {
@@ -89,20 +90,27 @@ func (c *usageCache) get(handle, dir string, wait time.Duration) (tree.Used, err
 		before, _ := dirID(dir)
 		u, err := measure(dir)
 		var limit *tree.LimitError
-		if err != nil && !errors.As(err, &limit) {
-			return tree.Used{}, err
-		}
-		if limit != nil {
-			u = tree.Used{}
-			c.gaveUp(handle, limit)
-		}
 		result := measured{at: time.Now(), used: u, err: err}
+		switch {
+		case errors.As(err, &limit):
+			result.used = tree.Used{}
+			c.gaveUp(handle, limit)
+		case err != nil:
+			// Failed (a tree changed under the walk, an I/O error): walked
+			// again when its figure is due, not at every call; the last
+			// figure measured, if any, answers meanwhile.
+			klog.InfoS("Cannot measure a copy; it is measured again when its figure is due", "volume_id", handle, "in", c.ttl, "err", err.Error())
+			if ok && m.err == nil {
+				result.used, result.err = m.used, nil
+			}
+		}
+		u, err = result.used, result.err
 		c.mu.Lock()
 		// Kept only if the copy measured is still the one at dir: a copy
 		// trashed meanwhile (and perhaps made again) is forgotten after
 		// its rename, so this check and forget cannot miss each other.
-		// A measurement that gave up is kept too: the copy is not walked
-		// again before its figure is due.
+		// A measurement that gave up or failed is kept too: the copy is
+		// not walked again before its figure is due.
 		if now, err := dirID(dir); err == nil && now == before {
 			c.m[handle] = result
 		}

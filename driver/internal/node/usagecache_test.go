@@ -111,3 +111,50 @@ func TestAMeasurementOfATrashedCopyIsNotKept(t *testing.T) {
 	assert.NilError(t, err)
 	assert.Equal(t, u, tree.Used{Bytes: 1, Inodes: 1}, "the trashed copy's measurement was kept for the new copy")
 }
+
+// A measurement that fails (a pod moving a deep directory under the walk
+// makes it end in tree.ErrChanged) is not walked again on every stats call
+// and scrape: it waits for the copy's next figure like any other, and the
+// last figure measured, if any, answers meanwhile. Else two such copies
+// would hold both measuring slots for good.
+func TestAFailedMeasurementIsNotWalkedAgainUntilItIsDue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		measured bool // a figure was measured before the failure
+	}{{"never measured", false}, {"measured before", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			copyDir := t.TempDir()
+			var calls atomic.Int32
+			fail := atomic.Bool{}
+			c := newUsageCache(time.Hour)
+			c.measure = func(string) (tree.Used, error) {
+				calls.Add(1)
+				if fail.Load() {
+					return tree.Used{}, fmt.Errorf("walk %s: %w", copyDir, tree.ErrChanged)
+				}
+				return tree.Used{Bytes: 7, Inodes: 1}, nil
+			}
+			if tc.measured {
+				_, err := c.get("pv", copyDir, time.Second)
+				assert.NilError(t, err)
+				c.mu.Lock()
+				m := c.m["pv"]
+				m.at = time.Now().Add(-2 * time.Hour) // its figure is due
+				c.m["pv"] = m
+				c.mu.Unlock()
+			}
+			fail.Store(true)
+			before := calls.Load()
+			for i := range 5 {
+				used, err := c.get("pv", copyDir, time.Second)
+				if tc.measured {
+					assert.NilError(t, err, "call %d", i)
+					assert.Equal(t, used.Bytes, int64(7), "call %d: the last figure measured", i)
+				} else {
+					assert.Assert(t, errors.Is(err, tree.ErrChanged), "call %d: want the walk's error, got %v", i, err)
+				}
+			}
+			assert.Equal(t, calls.Load()-before, int32(1), "walks for 5 calls after a failure")
+		})
+	}
+}
