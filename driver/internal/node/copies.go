@@ -26,8 +26,9 @@ import (
 type Tracker interface {
 	// Record returns the PV's UID once the PV lists this node as a holder.
 	Record(ctx context.Context, handle string) (uid string, err error)
-	// Event records an event on the PV.
-	Event(ctx context.Context, handle, eventType, reason, message string)
+	// Event records an event on the PV named handle of UID uid ("" for
+	// the one the tracker read last: an event about a publish).
+	Event(ctx context.Context, handle, uid, eventType, reason, message string)
 }
 
 // uidFile, next to a copy, holds the UID of the PersistentVolume the copy
@@ -94,7 +95,7 @@ func (s *Server) ensureTrackedCopy(ctx context.Context, handle, copyDir string) 
 		}
 	}
 	if fresh {
-		s.tracker.Event(ctx, handle, "Normal", "CopyCreated", "node "+s.nodeID+" created its copy")
+		s.tracker.Event(ctx, handle, uid, "Normal", "CopyCreated", "node "+s.nodeID+" created its copy")
 	}
 	return nil
 }
@@ -193,8 +194,19 @@ func (s *Server) trash(handle string) (bool, error) {
 		return false, fmt.Errorf("move the copy to the trash: %w", err)
 	}
 	s.notifyCopies()
-	go s.emptyTrashEntry(dst, handle)
+	go s.emptyTrashEntry(dst, handle, trashedUID(dst))
 	return true, nil
+}
+
+// trashedUID is the UID of the PV the copy moved to the trash at dir was
+// bound to, read before it is removed: its events name that PV, whatever
+// PV of the same name the driver read since. "" if it was bound to none.
+func trashedUID(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, uidFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // HasCopy reports whether this node holds a copy of handle.
@@ -225,7 +237,7 @@ func (s *Server) EmptyTrash() error {
 	for {
 		names, err := dir.Readdirnames(trashBatch)
 		for _, name := range names {
-			if err := s.removeTrashEntry(filepath.Join(s.layout.TrashDir(), name), ""); err != nil && first == nil {
+			if err := s.removeTrashEntry(filepath.Join(s.layout.TrashDir(), name), "", ""); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -240,17 +252,17 @@ func (s *Server) EmptyTrash() error {
 
 // emptyTrashEntry removes one copy from the trash in the background,
 // retrying with backoff until it is gone or the server stops.
-func (s *Server) emptyTrashEntry(path, handle string) {
+func (s *Server) emptyTrashEntry(path, handle, uid string) {
 	s.trashWorkers.Add(1)
 	defer s.trashWorkers.Add(-1)
 	backoff := time.Second
 	for {
-		err := s.removeTrashEntry(path, handle)
+		err := s.removeTrashEntry(path, handle, uid)
 		if err == nil {
 			return
 		}
 		if handle != "" && s.tracker != nil {
-			s.tracker.Event(context.Background(), handle, "Warning", "CopyRemovalFailed",
+			s.tracker.Event(context.Background(), handle, uid, "Warning", "CopyRemovalFailed",
 				fmt.Sprintf("node %s could not finish removing its copy (will retry in %s): %v", s.nodeID, backoff, err))
 		}
 		select {
@@ -265,7 +277,7 @@ func (s *Server) emptyTrashEntry(path, handle string) {
 
 // removeTrashEntry removes one entry of the trash, never crossing into a
 // mount point, and tells the story.
-func (s *Server) removeTrashEntry(path, handle string) error {
+func (s *Server) removeTrashEntry(path, handle, uid string) error {
 	used, err := tree.Remove(path)
 	if err != nil {
 		klog.ErrorS(err, "Cannot empty the trash", "volume_id", handle, "path", path)
@@ -274,7 +286,7 @@ func (s *Server) removeTrashEntry(path, handle string) error {
 	klog.InfoS("Removed a copy", "volume_id", handle, "bytes", used.Bytes, "files", used.Inodes)
 	s.metrics.Freed(used.Bytes)
 	if handle != "" && s.tracker != nil {
-		s.tracker.Event(context.Background(), handle, "Normal", "CopyRemoved",
+		s.tracker.Event(context.Background(), handle, uid, "Normal", "CopyRemoved",
 			fmt.Sprintf("node %s removed its copy (%d bytes)", s.nodeID, used.Bytes))
 	}
 	return nil

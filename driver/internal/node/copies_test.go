@@ -30,7 +30,7 @@ type fakeTracker struct {
 }
 
 func (f *fakeTracker) Record(context.Context, string) (string, error) { return f.uid, f.err }
-func (f *fakeTracker) Event(_ context.Context, _, _, reason, _ string) {
+func (f *fakeTracker) Event(_ context.Context, _, _, _, reason, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, reason)

@@ -117,6 +117,6 @@ func (s *Server) toStatus(op, handle string, err error) error {
 func (s *Server) refused(handle, reason, why string) {
 	s.metrics.Refused(reason)
 	if s.tracker != nil {
-		s.tracker.Event(context.Background(), handle, "Warning", "MountRefused", "node "+s.nodeID+": "+why)
+		s.tracker.Event(context.Background(), handle, "", "Warning", "MountRefused", "node "+s.nodeID+": "+why)
 	}
 }

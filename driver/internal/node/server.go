@@ -165,10 +165,17 @@ func (s *Server) gaveUp(handle string, err *tree.LimitError) {
 	klog.InfoS("Gave up measuring a copy; it is reported as not measured until its next measurement", "volume_id", handle, "reason", err.Reason, "limit", err.Limit)
 	s.metrics.Abandoned(err.Reason)
 	if s.tracker != nil {
-		s.tracker.Event(context.Background(), handle, "Warning", "CopyNotMeasured", fmt.Sprintf(
+		s.tracker.Event(context.Background(), handle, s.boundUID(handle), "Warning", "CopyNotMeasured", fmt.Sprintf(
 			"node %s gave up measuring its copy (%s, limit %s): its usage is not reported until a measurement fits; see docs/operating.md",
 			s.nodeID, err.Reason, err.Limit))
 	}
+}
+
+// boundUID is the UID of the PV the copy of handle is bound to ("" when
+// unknown: the event then names the PV the tracker read last).
+func (s *Server) boundUID(handle string) string {
+	uid, _ := s.CopyUID(handle)
+	return uid
 }
 
 func podsDir(kubeletDir string) string {

@@ -32,7 +32,7 @@ func TestEveryEventNamesThePVsUID(t *testing.T) {
 	tr := NewTracker(w.client.CoreV1().PersistentVolumes(), w.copies, me, rec)
 	_, err := tr.Record(context.Background(), "store")
 	assert.NilError(t, err)
-	tr.Event(context.Background(), "store", corev1.EventTypeNormal, "CopyCreated", "made")
+	tr.Event(context.Background(), "store", "", corev1.EventTypeNormal, "CopyCreated", "made")
 	assert.Equal(t, len(rec.refs), 1)
 	assert.DeepEqual(t, *rec.refs[0], corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: "store", UID: "uid-1"})
 }

@@ -526,13 +526,20 @@ func onConflict(fn func() error) error {
 	return err
 }
 
-// Event records an event on the PV named handle. It makes no API call of
-// its own: the recorder sends events in the background.
-func (t *Tracker) Event(_ context.Context, handle, eventType, reason, message string) {
+// Event records an event on the PV named handle of UID uid: an event about
+// a copy names the PV that copy is bound to, never a PV of the same name
+// read since. With uid "", it names the UID this tracker read last (an
+// event about a publish, which read it). It makes no API call of its own:
+// the recorder sends events in the background.
+func (t *Tracker) Event(_ context.Context, handle, uid, eventType, reason, message string) {
 	if t.recorder == nil {
 		return
 	}
-	ref := &corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: handle, UID: t.uids.get(handle)}
+	id := types.UID(uid)
+	if id == "" {
+		id = t.uids.get(handle)
+	}
+	ref := &corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: handle, UID: id}
 	t.recorder.Event(ref, eventType, reason, message)
 }
 
