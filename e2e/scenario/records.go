@@ -434,6 +434,49 @@ func stepDriverAddsOwnRecordNotOwned(ctx context.Context, r *Run, a args) error 
 	return nil
 }
 
+// stepDriverAddsOwnRecordWithMore: the driver on node may create its own
+// Copy, owned by its Node, only as a driver writes it: a finalizer (which
+// would keep it, and the PV, forever once the Node is gone), an annotation,
+// another node's label, another PV's UID label or a fourth label are each
+// refused.
+func stepDriverAddsOwnRecordWithMore(ctx context.Context, r *Run, a args) error {
+	pv, err := r.pv(ctx, a["name"])
+	if err != nil {
+		return err
+	}
+	for _, tc := range []struct {
+		what string
+		add  func(u *unstructured.Unstructured)
+	}{
+		{"create its own Copy with the finalizer example.com/hold", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"example.com/hold"}) }},
+		{"create its own Copy annotated example.com/owner=thief", func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"example.com/owner": "thief"})
+		}},
+		{"create its own Copy labelled as a Copy of node " + a["other"], func(u *unstructured.Unstructured) { setLabel(u, copyNodeLabel, a["other"]) }},
+		{"create its own Copy labelled as a Copy of another PersistentVolume's UID", func(u *unstructured.Unstructured) {
+			setLabel(u, copyVolumeUIDLabel, "00000000-0000-0000-0000-000000000000")
+		}},
+		{"create its own Copy with a fourth label", func(u *unstructured.Unstructured) { setLabel(u, "team", "thief") }},
+	} {
+		c, err := r.copyOwned(ctx, a["name"], a["node"], a["node"])
+		if err != nil {
+			return err
+		}
+		tc.add(c)
+		if err := r.driverCreateRefused(ctx, a["node"], c, tc.what, "PersistentVolume "+pv.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setLabel sets the label k=v of u.
+func setLabel(u *unstructured.Unstructured, k, v string) {
+	l := u.GetLabels()
+	l[k] = v
+	u.SetLabels(l)
+}
+
 // driverCreateRefused requires the admission policy to refuse the driver on
 // node creating the Copy u (what, on object, say it in a message).
 func (r *Run) driverCreateRefused(ctx context.Context, node string, u *unstructured.Unstructured, what, object string) error {

@@ -209,6 +209,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "as the driver on {node}, deleting the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
 	{Name: "as the driver on {node}, deleting a record of {other} that no Node owns from persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverRemovesLooseRecord},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} without its Node as owner is refused, nor with {other} as owner", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordNotOwned},
+	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} with a finalizer, an annotation, or the labels of {other} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordWithMore},
 	{Name: "as an administrator, record {node} on persistentvolume {name}", Timeout: 30 * time.Second, run: stepAdminRecords},
 	{Name: "as the driver on {node}, changing its own record of persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverChangesOwnCopy},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecord},

@@ -629,3 +629,42 @@ func TestAPublishThatWritesNothingReadsThePVFresh(t *testing.T) {
 	uid, err := tr.Record(context.Background(), "store")
 	assert.Assert(t, errors.Is(err, ErrDeleting), "a publish of a PV being deleted: want %v, got uid %q, err %v", ErrDeleting, uid, err)
 }
+
+// A node's account can create its own Copy labelled as another, gone
+// node's (older policies let it; a restore or a hand may write one too).
+// Deleting the gone nodes' Copies by label must not be stopped by it: the
+// API server refuses deleting the planted Copy, as the admission policy
+// does (it is owned by a live Node, on another node), and every Copy of
+// the gone nodes still goes, however many there are.
+func TestForgettingGoneNodesIsNotStoppedByAPlantedCopy(t *testing.T) {
+	for _, n := range []int{1, 3, askEach + 1, 2*deleteBatch + 3} {
+		t.Run(fmt.Sprintf("%d gone nodes", n), func(t *testing.T) {
+			var gone []string
+			recs := []string{pvProtection, owned("worker-b")}
+			for i := range n {
+				gone = append(gone, fmt.Sprintf("gone-%03d", i))
+				recs = append(recs, rec(gone[i]))
+			}
+			w := newWorld(deleting(pv("store", "uid-1", recs...)))
+			planted := ownedCopyOf("store", "uid-1", "worker-b")
+			planted.Name, planted.UID = "a-planted", "planted-uid"
+			planted.Labels[copyapi.NodeLabel] = gone[0]
+			assert.NilError(t, w.copies.Tracker.Add(planted))
+			w.copies.Refuse = func(c *copyapi.Copy) error {
+				if c.OwnedByNode() && c.Spec.Node != me {
+					return apierrors.NewForbidden(copyGVR.GroupResource(), c.Name, errors.New("may delete only its own Copies and Copies no Node owns"))
+				}
+				return nil
+			}
+			err := Forget(context.Background(), w.client.CoreV1().PersistentVolumes(), w.copies, getPVT(t, w.client, "store"), gone...)
+			assert.NilError(t, err)
+			var left []string
+			for _, c := range w.allCopies(t) {
+				left = append(left, c.Name+" on "+c.Spec.Node)
+			}
+			slices.Sort(left)
+			want := []string{"a-planted on worker-b", ownedCopyOf("store", "uid-1", "worker-b").Name + " on worker-b"}
+			assert.DeepEqual(t, left, want)
+		})
+	}
+}

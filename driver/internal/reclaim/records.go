@@ -109,7 +109,10 @@ func deleteCopy(ctx context.Context, copies kube.Copies, c *copyapi.Copy) error 
 // node's account delete no other node's owned Copy. One DELETE each for a
 // few, else one DeleteCollection per deleteBatch nodes (labels select them:
 // the PV's UID and each node's name) for the nodes whose every Copy is
-// ownerless.
+// ownerless. Labels are not what a Copy is (its spec is): a Copy labelled
+// as one of those nodes' that the API server refuses to delete (another
+// node's, planted by its account or written by hand) makes that batch's
+// Copies go one DELETE each, so that no planted object stops the rest.
 func forgetCopies(ctx context.Context, copies kube.Copies, cs []copyapi.Copy, nodes []string) error {
 	byNode := onNodes(cs)
 	var each, pending []*copyapi.Copy
@@ -127,7 +130,33 @@ func forgetCopies(ctx context.Context, copies kube.Copies, cs []copyapi.Copy, no
 	if len(each)+len(pending) <= askEach {
 		each, batch = append(each, pending...), nil
 	}
-	for _, c := range each {
+	if err := deleteEach(ctx, copies, each); err != nil {
+		return err
+	}
+	for part := range slices.Chunk(batch, deleteBatch) {
+		err := deleteNodesCopies(ctx, copies, cs[0].Spec.VolumeUID, part)
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			if err != nil {
+				return copyAPIError(err, "delete the Copies of PersistentVolume %s on %s", cs[0].Spec.Volume, nodesNamed(part))
+			}
+			continue
+		}
+		klog.InfoS("Deleting the Copies of gone nodes by their labels was refused: a Copy labelled as one of theirs is not; deleting theirs one at a time",
+			"volume_id", cs[0].Spec.Volume, "nodes", nodesNamed(part), "err", err.Error())
+		var theirs []*copyapi.Copy
+		for _, n := range part {
+			theirs = append(theirs, byNode[n]...)
+		}
+		if err := deleteEach(ctx, copies, theirs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteEach deletes cs, one DELETE each (of the object that was read).
+func deleteEach(ctx context.Context, copies kube.Copies, cs []*copyapi.Copy) error {
+	for _, c := range cs {
 		dctx, cancel := context.WithTimeout(ctx, APITimeout)
 		err := deleteCopy(dctx, copies, c)
 		cancel()
@@ -135,20 +164,20 @@ func forgetCopies(ctx context.Context, copies kube.Copies, cs []copyapi.Copy, no
 			return err
 		}
 	}
-	for part := range slices.Chunk(batch, deleteBatch) {
-		parts := make([]string, len(part))
-		for i, n := range part {
-			parts[i] = namepart.Of(n)
-		}
-		sel := fmt.Sprintf("%s,%s in (%s)", copyapi.UIDSelector(cs[0].Spec.VolumeUID), copyapi.NodeLabel, strings.Join(parts, ","))
-		dctx, cancel := context.WithTimeout(ctx, APITimeout)
-		err := copies.DeleteCollection(dctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-		cancel()
-		if err != nil {
-			return copyAPIError(err, "delete the Copies of PersistentVolume %s on %s", cs[0].Spec.Volume, nodesNamed(part))
-		}
-	}
 	return nil
+}
+
+// deleteNodesCopies is one DeleteCollection of the Copies labelled as of the
+// PV of UID uid on nodes; the error is the API server's own.
+func deleteNodesCopies(ctx context.Context, copies kube.Copies, uid string, nodes []string) error {
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = namepart.Of(n)
+	}
+	sel := fmt.Sprintf("%s,%s in (%s)", copyapi.UIDSelector(uid), copyapi.NodeLabel, strings.Join(parts, ","))
+	dctx, cancel := context.WithTimeout(ctx, APITimeout)
+	defer cancel()
+	return copies.DeleteCollection(dctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 }
 
 // onNodes is cs by the node each is on.

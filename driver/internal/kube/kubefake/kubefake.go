@@ -8,6 +8,8 @@ package kubefake
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,11 @@ type Copies struct {
 	*gentype.FakeClientWithList[*copyapi.Copy, *copyapi.CopyList]
 	Fake    *clienttesting.Fake
 	Tracker clienttesting.ObjectTracker
+	// Refuse, if set, is asked before each Copy is deleted, as the API
+	// server's admission is: an error refuses that deletion. A
+	// DeleteCollection deletes in name order and stops at the first
+	// refusal, as the API server's does.
+	Refuse func(c *copyapi.Copy) error
 }
 
 // NewCopies is a fake holding objs.
@@ -41,6 +48,18 @@ func NewCopies(objs ...*copyapi.Copy) *Copies {
 		}
 	}
 	f := &clienttesting.Fake{}
+	out := &Copies{Fake: f, Tracker: tracker}
+	gvr := copyapi.SchemeGroupVersion.WithResource(copyapi.Resource)
+	refused := func(name string) error {
+		if out.Refuse == nil {
+			return nil
+		}
+		obj, err := tracker.Get(gvr, "", name)
+		if err != nil {
+			return nil // the tracker answers NotFound itself
+		}
+		return out.Refuse(obj.(*copyapi.Copy))
+	}
 	var n atomic.Int64
 	f.AddReactor("create", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		c, ok := a.(clienttesting.CreateAction).GetObject().(*copyapi.Copy)
@@ -52,7 +71,12 @@ func NewCopies(objs ...*copyapi.Copy) *Copies {
 		}
 		return false, nil, nil
 	})
-	gvr := copyapi.SchemeGroupVersion.WithResource(copyapi.Resource)
+	f.AddReactor("delete", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if err := refused(a.(clienttesting.DeleteAction).GetName()); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
 	f.AddReactor("delete-collection", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		sel, err := labels.Parse(a.(clienttesting.DeleteCollectionAction).GetListRestrictions().Labels.String())
 		if err != nil {
@@ -62,8 +86,13 @@ func NewCopies(objs ...*copyapi.Copy) *Copies {
 		if err != nil {
 			return true, nil, err
 		}
-		for _, c := range obj.(*copyapi.CopyList).Items {
+		items := obj.(*copyapi.CopyList).Items
+		slices.SortFunc(items, func(a, b copyapi.Copy) int { return strings.Compare(a.Name, b.Name) })
+		for _, c := range items {
 			if sel.Matches(labels.Set(c.Labels)) {
+				if err := refused(c.Name); err != nil {
+					return true, nil, err
+				}
 				if err := tracker.Delete(gvr, "", c.Name); err != nil {
 					return true, nil, err
 				}
@@ -94,7 +123,8 @@ func NewCopies(objs ...*copyapi.Copy) *Copies {
 				l.Items[i] = *c
 			}
 		})
-	return &Copies{FakeClientWithList: client, Fake: f, Tracker: tracker}
+	out.FakeClientWithList = client
+	return out
 }
 
 var _ kube.Copies = (*Copies)(nil)
