@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ type options struct {
 	registrationDir   string
 	healthAddress     string
 	kubeconfig        string
+	namespace         string
 	standalone        bool
 	kubeletDir        string
 	statsTTL          time.Duration
@@ -117,6 +119,7 @@ func registerFlags(fs *flag.FlagSet, o *options) *bool {
 	fs.StringVar(&o.registrationDir, "registration-dir", "/var/lib/kubelet/plugins_registry", "kubelet's plugin registration directory; empty disables registration")
 	fs.StringVar(&o.healthAddress, "health-address", ":9808", "address of the /healthz, /readyz and /metrics endpoints; empty disables them")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to reach the API server; empty: in-cluster")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the driver's namespace, where the drivers choose their janitor (the Lease "+reclaim.JanitorLease+"); default $POD_NAMESPACE, else the in-cluster service account's, else "+defaultNamespace)
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory: every target path must lie under its pods directory; empty disables the check")
 	fs.DurationVar(&o.statsTTL, "stats-ttl", node.DefaultStatsTTL, "how long a copy's measured usage (NodeGetVolumeStats) is reused; a walk of a large copy is expensive")
 	fs.DurationVar(&o.measureTimeout, "measure-timeout", node.DefaultMeasureTimeout, "the longest one measurement of a copy takes before it gives up (the copy is then reported as not measured until --stats-ttl has passed)")
@@ -184,7 +187,7 @@ func run(ctx context.Context, o options) error {
 	defer func() { _ = lock.Release() }()
 	var c clients
 	if !o.standalone {
-		if c, err = kubeClients(o.kubeconfig, o.limits); err != nil {
+		if c, err = kubeClients(o.kubeconfig, o.namespace, o.limits); err != nil {
 			return err
 		}
 	}
@@ -219,6 +222,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("start the reclaim controller: %w", err)
 		}
 		ctl.ForgetGoneAfter(o.forgetGoneAfter)
+		ctl.ElectJanitor(reclaim.Election{Leases: c.leases})
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
 			defer reclaimStopped.Store(true)
@@ -338,12 +342,13 @@ type clients struct {
 	reclaimCopies kube.Copies            // the same, with the same rate limit
 	events        record.EventSink       // events on PersistentVolumes
 	meta          metadata.Interface     // Nodes, watched as metadata only
+	leases        kube.Leases            // the janitor's Lease, in the driver's namespace
 }
 
 // kubeClients connects to the API server: with kubeconfig if given, else
 // in-cluster. Missing credentials are an error: running without a cluster
 // is --standalone, never a fallback.
-func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
+func kubeClients(kubeconfig, namespace string, limits apiLimits) (clients, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -378,8 +383,30 @@ func kubeClients(kubeconfig string, limits apiLimits) (clients, error) {
 	if c.events, err = kube.NewEventSink(with(limits.events)); err != nil {
 		return clients{}, err
 	}
+	if c.leases, err = kube.NewLeases(removals, driverNamespace(namespace)); err != nil {
+		return clients{}, err
+	}
 	c.meta, err = metadata.NewForConfig(with(limits.nodes))
 	return c, err
+}
+
+// defaultNamespace is the driver's namespace when nothing says another.
+const defaultNamespace = "per-node-system"
+
+// inClusterNamespace is the file of a pod's service account token that
+// names its namespace.
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// driverNamespace is flag, else the in-cluster service account's
+// namespace, else defaultNamespace.
+func driverNamespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if b, err := os.ReadFile(inClusterNamespace); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return defaultNamespace
 }
 
 // eventRecorder records events on PersistentVolumes as this node's driver.

@@ -83,7 +83,7 @@ func TestReadyzWaitsForRegistration(t *testing.T) {
 func TestNoClusterIsAnErrorWithoutStandalone(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	_, err := kubeClients("", apiLimits{})
+	_, err := kubeClients("", "", apiLimits{})
 	assert.ErrorContains(t, err, "--standalone")
 }
 
@@ -112,7 +112,7 @@ current-context: x
 		registerFlags(fs, &o)
 		assert.NilError(t, fs.Parse(tc.args))
 		assert.Equal(t, o.limits, tc.want, "flags %v", tc.args)
-		c, err := kubeClients(kubeconfig, o.limits)
+		c, err := kubeClients(kubeconfig, "", o.limits)
 		assert.NilError(t, err)
 		for kind, got := range map[string]struct {
 			client any

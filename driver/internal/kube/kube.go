@@ -8,8 +8,9 @@
 // never runs; and since the kernel maps a binary's pages as they are
 // reached, a larger binary is a larger resident set on every node. The
 // clients here are client-go's own generic typed clients (gentype) and
-// informers (tools/cache) over a scheme of core/v1 alone; `make test`
-// checks that the driver links no other group (driver/build_test.go).
+// informers (tools/cache) over a scheme of core/v1 and coordination/v1
+// (Leases: the janitor's election) alone; `make test` checks that the
+// driver links no other group (driver/build_test.go).
 package kube
 
 import (
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,8 +37,8 @@ import (
 	"liken.sh/per-node/driver/internal/copyapi"
 )
 
-// Scheme knows the core/v1 types and the driver's own Copy: what the
-// driver reads, writes and records events on.
+// Scheme knows the core/v1 types, the driver's own Copy, and Lease: what
+// the driver reads, writes and records events on.
 var Scheme = runtime.NewScheme()
 
 var (
@@ -50,6 +52,9 @@ func init() {
 		panic(err) // a registration conflict in k8s.io/api itself
 	}
 	if err := copyapi.AddToScheme(Scheme); err != nil {
+		panic(err)
+	}
+	if err := coordinationv1.AddToScheme(Scheme); err != nil {
 		panic(err)
 	}
 }

@@ -95,6 +95,10 @@ type Controller struct {
 	nodeInformer, copyInformer cache.SharedIndexInformer
 	// synced is set once the caches have synced.
 	synced atomic.Bool
+	// election is where the janitor is chosen (none: never the janitor),
+	// janitorTiming how.
+	election      Election
+	janitorTiming janitorTiming
 }
 
 // NewController returns the controller of node, its informers made (Run
@@ -103,7 +107,7 @@ type Controller struct {
 func NewController(client kube.PersistentVolumes, copyClient kube.Copies, meta metadata.Interface, node string, copies Copies, m *metrics.Metrics) (*Controller, error) {
 	c := &Controller{client: client, copies: copyClient, meta: meta, node: node, disk: copies, metrics: m,
 		tracker: NewTracker(client, copyClient, node, nil), gone: newGoneClock(DefaultForgetGoneAfter),
-		watches: newHeldPVs(client, resync),
+		watches: newHeldPVs(client, resync), janitorTiming: defaultJanitorTiming,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			// A copy held by a pod is retried at most 10 s apart, so it goes
 			// soon after the pod; retries of a held copy cost no API call.
@@ -175,7 +179,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, v := range c.own.ListIndexFuncValues(byVolume) {
 		c.queue.Add(v)
 	}
-	go c.janitor(ctx)
+	if c.election.Leases != nil {
+		campaigned := make(chan struct{})
+		go func() {
+			defer close(campaigned)
+			c.campaign(ctx)
+		}()
+		defer func() { <-campaigned }() // the Lease given up before Run returns
+	}
 	go c.emptyTrash(ctx)
 	go func() {
 		<-ctx.Done()

@@ -13,9 +13,7 @@ import (
 	"gotest.tools/v3/poll"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -84,40 +82,3 @@ func TestTheControllerWatchesOnlyThePVsItHolds(t *testing.T) {
 	}, poll.WithTimeout(10*time.Second))
 }
 
-// The janitor is the driver of the first Node by name: it alone lists PVs,
-// and of those being deleted for longer than orphanedAfter (and this
-// node's share of it) that no live node holds, it deletes the gone nodes'
-// Copies and releases the PV. Every other driver asks one thing: which
-// Node is first.
-func TestOnlyTheFirstNodeSweeps(t *testing.T) {
-	for _, tc := range []struct {
-		self      string
-		wantLists []string
-		wantView  []string
-	}{
-		{"a-first", []string{"nodes", "persistentvolumes"}, nil},
-		{"b-second", []string{"nodes"}, []string{Finalizer, rec("gone")}},
-	} {
-		t.Run(tc.self, func(t *testing.T) {
-			orphan := deletingSince(recorded(pv("orphan", "u"), "gone"), 2*orphanedAfter+time.Minute)
-			ctl := newController(t, tc.self, &fakeCopies{uids: map[string]string{}}, []string{"a-first", "b-second"}, orphan)
-			scheme := runtime.NewScheme()
-			assert.NilError(t, metav1.AddMetaToScheme(scheme))
-			pvMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
-				ObjectMeta: metav1.ObjectMeta{Name: "orphan", DeletionTimestamp: orphan.DeletionTimestamp, Finalizers: []string{Finalizer}}}
-			ctl.meta = metadatafake.NewSimpleMetadataClient(scheme, nodeMeta("a-first"), nodeMeta("b-second"), pvMeta)
-			ctl.Controller.meta = ctl.meta
-			assert.NilError(t, ctl.sweep(context.Background()))
-			var lists []string
-			for _, a := range ctl.meta.Actions() {
-				if a.GetVerb() == "list" {
-					lists = append(lists, a.GetResource().Resource)
-				}
-			}
-			assert.DeepEqual(t, lists, tc.wantLists)
-			if got := ctl.view(t, "orphan"); len(tc.wantView) > 0 || len(got) > 0 {
-				assert.DeepEqual(t, got, tc.wantView)
-			}
-		})
-	}
-}

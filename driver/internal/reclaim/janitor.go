@@ -5,49 +5,86 @@ package reclaim
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"liken.sh/per-node/driver/internal/election"
+	"liken.sh/per-node/driver/internal/kube"
 )
 
-// janitorEvery is how often each driver asks whether it is the janitor:
-// the driver of the first Node by name, the one node that looks for PVs
-// being deleted that no live node holds a copy of (their every holder is
-// gone, so no watch of a holder sees them). Each driver asks with one list
-// of a single Node's metadata; only the janitor lists PVs.
-const janitorEvery = 10 * time.Minute
+// JanitorLease is the name of the Lease, in the driver's namespace, whose
+// holder is the janitor: the one driver that looks for PVs being deleted
+// that no live node holds a copy of (their every holder is gone, so no
+// watch of a holder sees them). Only a driver that runs, and whose
+// controller has started, asks for it; one that stops renewing it (its
+// node gone, its driver crash-looping or cut off from the API server)
+// loses it to another once it expires, and one that stops cleanly (a
+// rollout, a drain) gives it up at once. No Node's name decides: a node
+// that runs no driver (Windows, a pool the chart leaves out) is never
+// the janitor.
+const JanitorLease = "per-node-janitor"
+
+// janitorTiming is how the drivers choose the janitor and how often it
+// looks. A driver that is not the janitor reads the Lease every retry (and
+// up to 1.2 times as much again, at random): at 5 to 11 minutes, 5,000
+// drivers ask about 10 times a second. The janitor renews it every retry;
+// the others take it once it has not changed for lease. The janitor lists
+// the PVs' metadata every every.
+type janitorTiming struct {
+	lease, renew, retry, every time.Duration
+}
+
+var defaultJanitorTiming = janitorTiming{lease: 15 * time.Minute, renew: 10 * time.Minute, retry: 5 * time.Minute, every: time.Minute}
 
 var pvsResource = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
 
-// janitor runs until ctx ends: every janitorEvery (and a random share of
-// it, so that not every driver asks at once), if this node is the first
-// Node by name, it deletes the Copies of gone nodes of each PV that has
-// been being deleted for orphanedAfter and carries this driver's
-// finalizer, and releases it.
+// Election is where the drivers choose their janitor: the Lease
+// JanitorLease of Leases (the driver's own namespace's).
+type Election struct {
+	Leases kube.Leases
+}
+
+// ElectJanitor makes this driver a candidate for the janitor once Run has
+// started the controller. Without it the driver is never the janitor.
+// Call it before Run.
+func (c *Controller) ElectJanitor(e Election) { c.election = e }
+
+// campaign runs until ctx ends: it asks for the janitor's Lease, looks
+// for orphaned PVs while it holds it, and asks again when it loses it.
+func (c *Controller) campaign(ctx context.Context) {
+	t := c.janitorTiming
+	election.Run(ctx, election.Config{Leases: c.election.Leases, Name: JanitorLease, Identity: c.node,
+		Duration: t.lease, RenewDeadline: t.renew, RetryPeriod: t.retry}, func(ctx context.Context) {
+		klog.InfoS("This node's driver is the janitor: it looks for PersistentVolumes being deleted that no live node holds",
+			"lease", JanitorLease, "every", t.every)
+		c.janitor(ctx)
+		klog.InfoS("This node's driver is no longer the janitor", "lease", JanitorLease)
+	})
+}
+
+// janitor looks at once, then every janitorTiming.every, until ctx ends
+// (the Lease lost, or the driver stopping).
 func (c *Controller) janitor(ctx context.Context) {
 	for {
-		wait := janitorEvery + rand.N(janitorEvery/2) // #nosec G404 -- a spread, not a secret
+		if err := c.sweep(ctx); err != nil && ctx.Err() == nil {
+			klog.InfoS("The janitor's sweep of PersistentVolumes being deleted failed; it tries again later", "err", err.Error())
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
-		}
-		if err := c.sweep(ctx); err != nil {
-			klog.InfoS("The janitor's sweep of PersistentVolumes being deleted failed; it tries again later", "err", err.Error())
+		case <-time.After(c.janitorTiming.every):
 		}
 	}
 }
 
-// sweep is one look of the janitor.
+// sweep is one look of the janitor: of each PV that has been being
+// deleted for orphanedAfter and carries this driver's finalizer, it
+// deletes the Copies of gone nodes and releases it.
 func (c *Controller) sweep(ctx context.Context) error {
-	first, err := c.firstNode(ctx)
-	if err != nil || first != c.node {
-		return err
-	}
 	names, err := c.orphanCandidates(ctx)
 	if err != nil {
 		return err
@@ -57,7 +94,7 @@ func (c *Controller) sweep(ctx context.Context) error {
 		if err != nil {
 			continue // gone meanwhile, or asked again at the next sweep
 		}
-		if !ours(pv) || pv.DeletionTimestamp == nil || time.Since(pv.DeletionTimestamp.Time) < orphanedAfter+spread(c.node) {
+		if !ours(pv) || pv.DeletionTimestamp == nil || time.Since(pv.DeletionTimestamp.Time) < orphanedAfter {
 			continue
 		}
 		if err := c.forgetGoneNodes(ctx, pv); err != nil {
@@ -65,21 +102,6 @@ func (c *Controller) sweep(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// firstNode is the name of the first Node by name (the API server lists
-// them in that order): one list of one Node's metadata.
-func (c *Controller) firstNode(ctx context.Context) (string, error) {
-	lctx, cancel := context.WithTimeout(ctx, APITimeout)
-	defer cancel()
-	l, err := c.meta.Resource(nodesResource).List(lctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return "", apiError(err, "list the first Node")
-	}
-	if len(l.Items) == 0 {
-		return "", nil
-	}
-	return l.Items[0].Name, nil
 }
 
 // orphanCandidates lists, from a paged list of every PV's metadata, those

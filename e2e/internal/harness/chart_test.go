@@ -382,6 +382,12 @@ func TestTheDriversRolesGrantOnlyWhatItUses(t *testing.T) {
 		// kube: the event recorder creates and patches events of PVs,
 		// which live in default.
 		"Role/default/per-node-node-events: events create,patch",
+		// reclaim's janitor, by election: the one Lease per-node-janitor in
+		// the driver's namespace, created by the first candidate (create:
+		// RBAC cannot name an object not yet made) and read and renewed by
+		// each (get, update).
+		"Role/per-node-system/per-node-node-janitor: coordination.k8s.io/leases create",
+		"Role/per-node-system/per-node-node-janitor: coordination.k8s.io/leases get,update names per-node-janitor",
 	}
 	repo := repoRoot(t)
 	manifest, err := RenderChart(context.Background(), repo)
