@@ -81,4 +81,3 @@ func TestTheControllerWatchesOnlyThePVsItHolds(t *testing.T) {
 		return poll.Continue("still watched: %v", ctl.watches.names())
 	}, poll.WithTimeout(10*time.Second))
 }
-
