@@ -48,7 +48,7 @@ func stepAddDriverlessNode(ctx context.Context, r *Run, a args) error {
 	}
 	slices.Sort(names)
 	if names[0] != name {
-		return fmt.Errorf("Node %s does not sort first of %v: this run proves nothing about it", name, names)
+		return fmt.Errorf("the new Node %s does not sort first of %v: this run proves nothing about it", name, names)
 	}
 	r.vars[a["as"]] = name
 	return nil

@@ -144,8 +144,11 @@ func (e *elector) hold(ctx context.Context, lead func(ctx context.Context)) {
 }
 
 // try takes or renews the Lease: held is whether it is this candidate's
-// now. A Lease another candidate holds, seen changing within its
-// duration, is left alone (held false, err nil).
+// now. A Lease another candidate holds, seen changing within the
+// election's Duration, is left alone (held false, err nil). The Lease's
+// own leaseDurationSeconds is written for readers, never trusted: any
+// node's account may write it, and a year would keep the place of a
+// holder that stopped.
 func (e *elector) try(ctx context.Context) (held bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -165,7 +168,7 @@ func (e *elector) try(ctx context.Context) (held bool, err error) {
 	if e.observedAt.IsZero() || seenOf(l) != e.observed {
 		e.observe(l, now)
 	}
-	if holder := holderOf(l); holder != e.cfg.Identity && holder != "" && now.Before(e.observedAt.Add(durationOf(l, e.cfg.Duration))) {
+	if holder := holderOf(l); holder != e.cfg.Identity && holder != "" && now.Before(e.observedAt.Add(e.cfg.Duration)) {
 		return false, nil
 	}
 	u, err := e.cfg.Leases.Update(rctx, e.record(l.DeepCopy(), now), metav1.UpdateOptions{})
@@ -227,13 +230,4 @@ func holderOf(l *coordinationv1.Lease) string {
 		return ""
 	}
 	return *l.Spec.HolderIdentity
-}
-
-// durationOf is how long l holds without a renewal: its own word, else
-// def.
-func durationOf(l *coordinationv1.Lease, def time.Duration) time.Duration {
-	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
-		return def
-	}
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 }
