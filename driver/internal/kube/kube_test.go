@@ -15,6 +15,7 @@ import (
 
 	"gotest.tools/v3/assert"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,16 +85,17 @@ func TestTheClientsAskWhereTheClientsetAsks(t *testing.T) {
 	})
 }
 
-// The scheme knows core/v1, the driver's own Copy and the meta types a list
-// or a watch carries, and nothing of any other group.
-func TestTheSchemeIsCoreV1AndCopyAlone(t *testing.T) {
+// The scheme knows core/v1, the driver's own Copy, Lease (the janitor's
+// election) and the meta types a list or a watch carries, and nothing of
+// any other group.
+func TestTheSchemeIsCoreV1CopyAndLeaseAlone(t *testing.T) {
 	for _, obj := range []runtime.Object{&corev1.PersistentVolume{}, &corev1.Event{}, &corev1.Node{}, &metav1.Status{},
-		&copyapi.Copy{}, &copyapi.CopyList{}} {
+		&copyapi.Copy{}, &copyapi.CopyList{}, &coordinationv1.Lease{}} {
 		_, _, err := Scheme.ObjectKinds(obj)
 		assert.NilError(t, err, "%T", obj)
 	}
 	for _, gv := range Scheme.PreferredVersionAllGroups() {
-		assert.Assert(t, gv.Group == "" || gv == copyapi.SchemeGroupVersion, "the scheme knows group %s", gv)
+		assert.Assert(t, gv.Group == "" || gv == copyapi.SchemeGroupVersion || gv == coordinationv1.SchemeGroupVersion, "the scheme knows group %s", gv)
 	}
 }
 
