@@ -207,6 +207,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("start node server: %w", err)
 	}
 	var reclaimStopped atomic.Bool
+	reclaimDone := make(chan struct{}) // closed once the controller's Run returned (never in --standalone)
 	if !o.standalone && o.copyLabels {
 		labels := copylabels.New(c.meta, o.nodeID, srv, m)
 		srv.OnCopiesChanged(labels.Changed)
@@ -225,6 +226,7 @@ func run(ctx context.Context, o options) error {
 		ctl.ElectJanitor(reclaim.Election{Leases: c.leases})
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
+			defer close(reclaimDone)
 			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {
 				klog.ErrorS(err, "Reclaim controller stopped")
@@ -291,8 +293,22 @@ func run(ctx context.Context, o options) error {
 	srv.Stop()
 	g.GracefulStop()
 	_ = os.Remove(socket)
+	// The controller gives the janitor's Lease up as it stops, so that
+	// another driver takes it at its next try rather than once it expires;
+	// within the pod's grace period.
+	if !o.standalone {
+		select {
+		case <-reclaimDone:
+		case <-time.After(shutdownWait):
+			klog.InfoS("The reclaim controller did not stop in time; exiting", "waited", shutdownWait)
+		}
+	}
 	return nil
 }
+
+// shutdownWait is how long a stopping driver waits for its reclaim
+// controller (the pod's grace period is 10 s).
+const shutdownWait = 5 * time.Second
 
 // check is one thing /healthz verifies.
 type check struct {
