@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -206,7 +205,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("start node server: %w", err)
 	}
-	var reclaimStopped atomic.Bool
 	reclaimDone := make(chan struct{}) // closed once the controller's Run returned (never in --standalone)
 	if !o.standalone && o.copyLabels {
 		labels := copylabels.New(c.meta, o.nodeID, srv, m)
@@ -223,11 +221,10 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("start the reclaim controller: %w", err)
 		}
 		ctl.ForgetGoneAfter(o.forgetGoneAfter)
-		ctl.ElectJanitor(reclaim.Election{Leases: c.leases})
+		ctl.ElectJanitor(c.leases)
 		tracker.Consult(ctl) // a publish reads the PV from the controller's cache
 		go func() {
 			defer close(reclaimDone)
-			defer reclaimStopped.Store(true)
 			if err := ctl.Run(ctx); err != nil {
 				klog.ErrorS(err, "Reclaim controller stopped")
 			}
@@ -277,10 +274,12 @@ func run(ctx context.Context, o options) error {
 	}
 	if !o.standalone {
 		checks = append(checks, check{"reclaim controller", func() error {
-			if reclaimStopped.Load() {
+			select {
+			case <-reclaimDone:
 				return errors.New("stopped")
+			default:
+				return nil
 			}
-			return nil
 		}})
 	}
 	if o.healthAddress != "" {

@@ -18,7 +18,6 @@ package election
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -65,26 +64,13 @@ func Run(ctx context.Context, cfg Config, lead func(ctx context.Context)) {
 	}
 }
 
-// elector is one candidate's view of the Lease: the record it last saw
-// and when it first saw it.
+// elector is one candidate's view of the Lease: the resourceVersion it
+// last saw (every write, a renewal too, makes a new one) and when it first
+// saw it.
 type elector struct {
 	cfg        Config
-	observed   seen
+	observedRV string
 	observedAt time.Time
-}
-
-// seen is what of a Lease tells a renewal.
-type seen struct {
-	resourceVersion, holder string
-	renewed                 time.Time
-}
-
-func seenOf(l *coordinationv1.Lease) seen {
-	s := seen{resourceVersion: l.ResourceVersion, holder: holderOf(l)}
-	if l.Spec.RenewTime != nil {
-		s.renewed = l.Spec.RenewTime.Time
-	}
-	return s
 }
 
 // acquire tries until it holds the Lease (true) or ctx ends (false).
@@ -165,7 +151,7 @@ func (e *elector) try(ctx context.Context) (held bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if e.observedAt.IsZero() || seenOf(l) != e.observed {
+	if e.observedAt.IsZero() || l.ResourceVersion != e.observedRV {
 		e.observe(l, now)
 	}
 	if holder := holderOf(l); holder != e.cfg.Identity && holder != "" && now.Before(e.observedAt.Add(e.cfg.Duration)) {
@@ -204,7 +190,7 @@ func (e *elector) record(l *coordinationv1.Lease, now time.Time) *coordinationv1
 
 // observe notes l as seen at now.
 func (e *elector) observe(l *coordinationv1.Lease, now time.Time) {
-	e.observed, e.observedAt = seenOf(l), now
+	e.observedRV, e.observedAt = l.ResourceVersion, now
 }
 
 // release gives the Lease up, if it is still this candidate's, so that
@@ -219,7 +205,7 @@ func (e *elector) release() {
 	l = l.DeepCopy()
 	none, one := "", int32(1)
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &none, &one
-	if _, err := e.cfg.Leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := e.cfg.Leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		klog.InfoS("Could not give the Lease up; another candidate takes it once it expires", "lease", e.cfg.Name, "err", err.Error())
 	}
 }

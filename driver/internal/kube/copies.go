@@ -5,7 +5,6 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,18 +29,9 @@ type Copies interface {
 
 // NewCopies is a client of Copies with cfg's credentials and rate limit.
 func NewCopies(cfg *rest.Config) (Copies, error) {
-	c := rest.CopyConfig(cfg)
-	gv := copyapi.SchemeGroupVersion
-	c.GroupVersion = &gv
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON // a custom resource has no protobuf
-	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, codecs).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(c)
+	rc, err := groupClient(cfg, copyapi.SchemeGroupVersion, "/apis", runtime.ContentTypeJSON)
 	if err != nil {
-		return nil, fmt.Errorf("a client of the %s API group: %w", copyapi.Group, err)
+		return nil, err
 	}
 	return gentype.NewClientWithList[*copyapi.Copy, *copyapi.CopyList](
 		copyapi.Resource, rc, parameterCodec, "",

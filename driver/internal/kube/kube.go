@@ -97,17 +97,31 @@ func NewEventSink(cfg *rest.Config) (record.EventSink, error) {
 // coreClient is a REST client of the core/v1 API group, as client-go's
 // generated CoreV1Client sets one up, over Scheme.
 func coreClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	return groupClient(cfg, corev1.SchemeGroupVersion, "/api", "")
+}
+
+// groupClient is a REST client of gv under apiPath ("/api" for core,
+// "/apis" for the others) with cfg's credentials and rate limit, as
+// client-go's generated clients set one up, over Scheme; contentType, if
+// set, is the only one it sends (a custom resource has no protobuf).
+func groupClient(cfg *rest.Config, gv schema.GroupVersion, apiPath, contentType string) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
-	gv := corev1.SchemeGroupVersion
 	c.GroupVersion = &gv
-	c.APIPath = "/api"
+	c.APIPath = apiPath
+	if contentType != "" {
+		c.ContentType = contentType
+	}
 	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, codecs).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	rc, err := rest.RESTClientFor(c)
 	if err != nil {
-		return nil, fmt.Errorf("a client of the core API group: %w", err)
+		group := gv.Group
+		if group == "" {
+			group = "core"
+		}
+		return nil, fmt.Errorf("a client of the %s API group: %w", group, err)
 	}
 	return rc, nil
 }

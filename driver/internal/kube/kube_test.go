@@ -48,9 +48,10 @@ func (s *apiServer) handler(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// The clients send core/v1 requests where client-go's clientset sends them:
-// PVs at the cluster scope, events in each event's own namespace, in
-// protobuf where the clientset prefers it.
+// The clients send core/v1 and coordination/v1 requests where client-go's
+// clientset sends them: PVs at the cluster scope, events in each event's
+// own namespace, Leases in theirs, in protobuf where the clientset prefers
+// it.
 func TestTheClientsAskWhereTheClientsetAsks(t *testing.T) {
 	s := &apiServer{}
 	srv := httptest.NewServer(http.HandlerFunc(s.handler))
@@ -76,12 +77,23 @@ func TestTheClientsAskWhereTheClientsetAsks(t *testing.T) {
 	_, err = sink.Patch(e, []byte(`{"count":2}`))
 	assert.NilError(t, err)
 
+	leases, err := NewLeases(cfg, "per-node-system")
+	assert.NilError(t, err)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "per-node-janitor"}}
+	made, err := leases.Create(context.Background(), l, metav1.CreateOptions{})
+	assert.NilError(t, err)
+	assert.Equal(t, made.Name, "per-node-janitor")
+	_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+	assert.NilError(t, err)
+
 	assert.DeepEqual(t, s.seen, []string{
 		"GET /api/v1/persistentvolumes/store ",
 		"PATCH /api/v1/persistentvolumes/store application/strategic-merge-patch+json",
 		"POST /api/v1/namespaces/default/events application/vnd.kubernetes.protobuf",
 		"PUT /api/v1/namespaces/default/events/store.1 application/vnd.kubernetes.protobuf",
 		"PATCH /api/v1/namespaces/default/events/store.1 application/strategic-merge-patch+json",
+		"POST /apis/coordination.k8s.io/v1/namespaces/per-node-system/leases application/vnd.kubernetes.protobuf",
+		"PUT /apis/coordination.k8s.io/v1/namespaces/per-node-system/leases/per-node-janitor application/vnd.kubernetes.protobuf",
 	})
 }
 

@@ -5,7 +5,6 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,17 +25,9 @@ type Leases interface {
 // and rate limit: coordination.k8s.io/v1, the one API group beside core/v1
 // that the driver links (its types only).
 func NewLeases(cfg *rest.Config, namespace string) (Leases, error) {
-	c := rest.CopyConfig(cfg)
-	gv := coordinationv1.SchemeGroupVersion
-	c.GroupVersion = &gv
-	c.APIPath = "/apis"
-	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, codecs).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(c)
+	rc, err := groupClient(cfg, coordinationv1.SchemeGroupVersion, "/apis", "")
 	if err != nil {
-		return nil, fmt.Errorf("a client of the %s API group: %w", gv.Group, err)
+		return nil, err
 	}
 	return gentype.NewClient[*coordinationv1.Lease]("leases", rc, parameterCodec, namespace,
 		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, gentype.PrefersProtobuf[*coordinationv1.Lease]()), nil

@@ -95,9 +95,9 @@ type Controller struct {
 	nodeInformer, copyInformer cache.SharedIndexInformer
 	// synced is set once the caches have synced.
 	synced atomic.Bool
-	// election is where the janitor is chosen (none: never the janitor),
-	// janitorTiming how.
-	election      Election
+	// leases hold the Lease the janitor is chosen by (nil: never the
+	// janitor), janitorTiming how.
+	leases        kube.Leases
 	janitorTiming janitorTiming
 }
 
@@ -179,7 +179,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, v := range c.own.ListIndexFuncValues(byVolume) {
 		c.queue.Add(v)
 	}
-	if c.election.Leases != nil {
+	if c.leases != nil {
 		campaigned := make(chan struct{})
 		go func() {
 			defer close(campaigned)

@@ -42,22 +42,17 @@ var defaultJanitorTiming = janitorTiming{lease: 15 * time.Minute, renew: 10 * ti
 
 var pvsResource = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
 
-// Election is where the drivers choose their janitor: the Lease
-// JanitorLease of Leases (the driver's own namespace's).
-type Election struct {
-	Leases kube.Leases
-}
-
 // ElectJanitor makes this driver a candidate for the janitor once Run has
-// started the controller. Without it the driver is never the janitor.
-// Call it before Run.
-func (c *Controller) ElectJanitor(e Election) { c.election = e }
+// started the controller: the Lease JanitorLease of leases (the driver's
+// own namespace's). Without it the driver is never the janitor. Call it
+// before Run.
+func (c *Controller) ElectJanitor(leases kube.Leases) { c.leases = leases }
 
 // campaign runs until ctx ends: it asks for the janitor's Lease, looks
 // for orphaned PVs while it holds it, and asks again when it loses it.
 func (c *Controller) campaign(ctx context.Context) {
 	t := c.janitorTiming
-	election.Run(ctx, election.Config{Leases: c.election.Leases, Name: JanitorLease, Identity: c.node,
+	election.Run(ctx, election.Config{Leases: c.leases, Name: JanitorLease, Identity: c.node,
 		Duration: t.lease, RenewDeadline: t.renew, RetryPeriod: t.retry}, func(ctx context.Context) {
 		klog.InfoS("This node's driver is the janitor: it looks for PersistentVolumes being deleted that no live node holds",
 			"lease", JanitorLease, "every", t.every)

@@ -47,7 +47,7 @@ func newJanitorCandidate(t *testing.T, self string, leases *kubefake.Leases) *ja
 	ctl.meta = metadatafake.NewSimpleMetadataClient(scheme, objs...)
 	ctl.Controller.meta = ctl.meta
 	ctl.janitorTiming = quickJanitor
-	ctl.ElectJanitor(Election{Leases: leases})
+	ctl.ElectJanitor(leases)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
