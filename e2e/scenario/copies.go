@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,10 @@ const (
 )
 
 // aCopy is what a scenario reads of a Copy.
-type aCopy struct{ name, volume, uid, node string }
+type aCopy struct {
+	name, volume, uid, node string
+	created                 time.Time
+}
 
 func copiesClient(cfg *rest.Config) (dynamic.NamespaceableResourceInterface, error) {
 	d, err := dynamic.NewForConfig(cfg)
@@ -71,7 +75,7 @@ func (r *Run) copiesOf(ctx context.Context, volume string) ([]aCopy, error) {
 
 func readCopy(u unstructured.Unstructured) aCopy {
 	s := func(f string) string { v, _, _ := unstructured.NestedString(u.Object, "spec", f); return v }
-	return aCopy{name: u.GetName(), volume: s("volume"), uid: s("volumeUID"), node: s("node")}
+	return aCopy{name: u.GetName(), volume: s("volume"), uid: s("volumeUID"), node: s("node"), created: u.GetCreationTimestamp().Time}
 }
 
 // recorded is the PV named name and the nodes that hold a Copy of it (of

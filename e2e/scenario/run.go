@@ -59,6 +59,8 @@ type Run struct {
 	// store selects the store's pods when the scenario applied an example
 	// (its Deployment's selector); the guide's store when empty.
 	store string
+	// gone notes when the gone records a step added began to go.
+	gone goneRecords
 	// exec runs a command in a node's container (docker exec when nil).
 	exec func(ctx context.Context, node string, cmd ...string) (string, error)
 	t    testing.TB
