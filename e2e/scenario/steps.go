@@ -209,7 +209,7 @@ var vocabulary = compile([]*stepDef{
 	{Name: "as the driver on {node}, deleting the record of {other} from persistentvolume {name} is refused", Timeout: 30 * time.Second, run: stepDriverRemovesOthersRecord},
 	{Name: "as the driver on {node}, deleting a record of {other} that no Node owns from persistentvolume {name} is allowed", Timeout: 30 * time.Second, run: stepDriverRemovesLooseRecord},
 	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} without its Node as owner is refused, nor with {other} as owner", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordNotOwned},
-	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} with a finalizer, an annotation, or the labels of {other} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordWithMore},
+	{Name: "as the driver on {node}, adding its own record to persistentvolume {name} with a finalizer, an annotation, a blocking owner, or the labels of {other} is refused", Timeout: 30 * time.Second, run: stepDriverAddsOwnRecordWithMore},
 	{Name: "as the driver on {node}, taking the janitor's lease as {other} is refused, nor any other lease", Timeout: 30 * time.Second, run: stepDriverTakesJanitorAsOther},
 	{Name: "as an administrator, add a node that sorts first and runs no driver", Timeout: 30 * time.Second, Defines: true, run: stepAddDriverlessNode},
 	{Name: "the janitor's lease names a node whose driver is ready", Timeout: 2 * time.Minute, run: stepJanitorIsARunningDriver},
